@@ -1,0 +1,76 @@
+"""Evaluation: build, check and time a candidate against its task, in a sandbox."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import cast
+
+from maxcode.errors import MaxcodeError
+from maxcode.evaluate.build import CompileResult, build_cpp
+from maxcode.evaluate.compare import Comparison, compare_output
+from maxcode.evaluate.cpp import evaluate_cpp
+from maxcode.evaluate.sandbox import Isolation, Limits, Sandbox, SandboxResult, detect_isolation
+from maxcode.tasks import Task, load_task
+from maxcode.types import Feedback, Metric
+
+__all__ = [
+    "Comparison",
+    "CompileResult",
+    "Limits",
+    "Sandbox",
+    "SandboxResult",
+    "build_cpp",
+    "compare_output",
+    "detect_isolation",
+    "evaluate",
+    "evaluate_cpp",
+    "evaluate_task",
+]
+
+
+def evaluate_task(
+    task: Task,
+    candidate_source: str,
+    *,
+    metric: Metric = "wall",
+    device: str = "cpu",
+    repeats: int | None = None,
+    sandbox: Sandbox | None = None,
+) -> Feedback:
+    """Judge a candidate's source against a loaded task."""
+    if task.kind == "cpp":
+        if device != "cpu":
+            raise MaxcodeError(
+                f"{task.name}: C++ tasks run on the CPU; --device {device} is for KernelBench"
+            )
+        return evaluate_cpp(task, candidate_source, metric=metric, repeats=repeats, sandbox=sandbox)
+    raise MaxcodeError(f"{task.name}: no evaluator for tasks of kind {task.kind!r} yet")
+
+
+def evaluate(
+    task_spec: str,
+    candidate_path: str | Path,
+    *,
+    metric: str = "wall",
+    device: str = "cpu",
+    repeats: int | None = None,
+    pie_tests: str | Path | None = None,
+    isolation: str = "auto",
+) -> Feedback:
+    """``maxcode eval``: load the task and the candidate file, then judge the candidate."""
+    if metric not in ("wall", "instructions"):
+        raise MaxcodeError(f"unknown metric {metric!r} (wall or instructions)")
+    if isolation not in ("auto", "bwrap", "unshare", "rlimits"):
+        raise MaxcodeError(f"unknown isolation {isolation!r}")
+    task = load_task(task_spec, pie_tests)
+    path = Path(candidate_path)
+    try:
+        source = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise MaxcodeError(f"candidate not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise MaxcodeError(f"candidate {path} cannot be read: {error}") from None
+    sandbox = Sandbox(cast(Isolation, isolation) if isolation != "auto" else "auto")
+    return evaluate_task(
+        task, source, metric=cast(Metric, metric), device=device, repeats=repeats, sandbox=sandbox
+    )

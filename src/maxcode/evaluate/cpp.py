@@ -1,0 +1,469 @@
+"""The C++ evaluator: build a candidate, check it on every test, measure it against the reference.
+
+Protocol (one call of ``evaluate_cpp``):
+
+1. Build reference and candidate (cached by content hash). A compile error ends here.
+2. Correctness round, which doubles as the discarded warm-up: every test, reference then
+   candidate, each in a fresh sandbox. The reference must pass its own tests (else the task
+   is broken: ``TaskError``). The candidate must pass all of them.
+3. Cost. ``wall``: ``repeats`` rounds; in each round every test runs reference and candidate
+   back to back, in alternating order, pinned to one CPU; every timed output is checked again.
+   Each sample has the sandbox's start-up time (median of empty runs through the same
+   sandbox, measured in the same rounds) taken off. Cost = sum over tests of the median.
+   ``instructions``: each test once under callgrind, both programs; the count comes from
+   valgrind's log on a descriptor the program cannot write; reference counts are cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from maxcode.config import cache_dir
+from maxcode.errors import TaskError
+from maxcode.evaluate.build import BINARY_NAME, CompileResult, build_cpp
+from maxcode.evaluate.compare import compare_output
+from maxcode.evaluate.sandbox import Limits, Sandbox, SandboxResult
+from maxcode.tasks.model import Task, TestCase
+from maxcode.types import ErrorInfo, ErrorKind, Feedback, Metric, TestOutcome, TestStatus
+
+IMPLAUSIBLE_SPEEDUP = 100.0
+TIMING_FLOOR_S = 1e-4
+VALGRIND_SLOWDOWN = 60
+_DETAILED_FAILURES = 3
+_STDERR_IN_DETAIL = 300
+_INSTRUCTION_LINE = re.compile(r"==\d+== I\s+refs:\s+([\d,]+)")
+
+
+@dataclass
+class _Verdict:
+    """What every Feedback of one evaluation shares; flags accumulate as checks fire."""
+
+    task: Task
+    metric: Metric
+    isolation: str
+    digest: str
+    flags: list[str]
+
+    def make(self, **fields: Any) -> Feedback:
+        return Feedback(
+            task=self.task.name,
+            metric=self.metric,
+            tests_total=len(self.task.tests),
+            isolation=self.isolation,
+            candidate_sha256=self.digest,
+            flags=self.flags,
+            **fields,
+        )
+
+
+@dataclass
+class _Programs:
+    reference: Path
+    candidate: Path
+
+
+@dataclass
+class _Runner:
+    """Runs one binary on one test in a fresh scratch folder."""
+
+    sandbox: Sandbox
+    task: Task
+    cpu: int | None
+    stragglers: bool = False
+    limits: Limits = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.limits = Limits(wall_s=self.task.timeout_s, memory_bytes=self.task.memory_mb << 20)
+
+    def run(self, binary: Path, test: TestCase | None) -> SandboxResult:
+        """Run ``binary`` with the test's input on stdin (``None``: an empty run)."""
+        scratch = Path(tempfile.mkdtemp(prefix="maxcode-run-"))
+        try:
+            shutil.copyfile(binary, scratch / BINARY_NAME)
+            os.chmod(scratch / BINARY_NAME, 0o755)
+            result = self.sandbox.run(
+                [f"./{BINARY_NAME}"],
+                scratch=scratch,
+                stdin=test.input_path if test else None,
+                limits=self.limits,
+                cpu=self.cpu,
+            )
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        self.stragglers = self.stragglers or result.stragglers_killed
+        return result
+
+    def count_instructions(self, binary: Path, test: TestCase) -> tuple[SandboxResult, int | None]:
+        """Run under callgrind; the count is read from a log the program cannot reach."""
+        scratch = Path(tempfile.mkdtemp(prefix="maxcode-run-"))
+        log_fd, log_path = tempfile.mkstemp(prefix="maxcode-callgrind-")
+        try:
+            shutil.copyfile(binary, scratch / BINARY_NAME)
+            os.chmod(scratch / BINARY_NAME, 0o755)
+            memory = self.limits.memory_bytes
+            limits = Limits(
+                wall_s=max(30.0, self.task.timeout_s * VALGRIND_SLOWDOWN),
+                memory_bytes=None if memory is None else memory + (1 << 30),
+                file_size_bytes=self.limits.file_size_bytes,
+            )
+            argv = [
+                "valgrind",
+                "--tool=callgrind",
+                "--callgrind-out-file=/dev/null",
+                f"--log-fd={log_fd}",
+                f"./{BINARY_NAME}",
+            ]
+            result = self.sandbox.run(
+                argv, scratch=scratch, stdin=test.input_path, limits=limits, pass_fds=(log_fd,)
+            )
+            log = Path(log_path).read_text(errors="replace")
+        finally:
+            os.close(log_fd)
+            os.unlink(log_path)
+            shutil.rmtree(scratch, ignore_errors=True)
+        counts = [int(match.replace(",", "")) for match in _INSTRUCTION_LINE.findall(log)]
+        return result, (sum(counts) if counts else None)
+
+
+def evaluate_cpp(
+    task: Task,
+    candidate: str,
+    *,
+    metric: Metric = "wall",
+    repeats: int | None = None,
+    sandbox: Sandbox | None = None,
+) -> Feedback:
+    """Judge ``candidate`` (C++ source) against ``task``'s reference."""
+    sandbox = sandbox or Sandbox()
+    if metric == "instructions" and shutil.which("valgrind") is None:
+        raise TaskError("--metric instructions needs valgrind (apt-get install valgrind)")
+    digest = hashlib.sha256(candidate.encode()).hexdigest()
+    base = _Verdict(task, metric, sandbox.isolation, digest, _isolation_flags(sandbox))
+    reference_build = build_cpp(task.reference, task.compile_flags, sandbox)
+    if not reference_build.ok or reference_build.binary is None:
+        first = reference_build.diagnostics.strip().splitlines()[:1]
+        raise TaskError(f"{task.origin}: the reference does not compile: {' '.join(first)}")
+    candidate_build = build_cpp(candidate, task.compile_flags, sandbox)
+    if not candidate_build.ok or candidate_build.binary is None:
+        return _compile_failure(base, candidate_build)
+    programs = _Programs(reference_build.binary, candidate_build.binary)
+    runner = _Runner(sandbox, task, cpu=_timing_cpu())
+
+    outcomes = _correctness_round(runner, task, programs)
+    passed = sum(outcome.status == "passed" for outcome in outcomes)
+    if passed < len(task.tests):
+        return _wrong(base, outcomes, passed, runner, candidate_build)
+    if metric == "wall":
+        return _measure_wall(base, runner, task, programs, outcomes, repeats or task.repeats)
+    return _measure_instructions(base, runner, task, programs, outcomes, reference_build.key)
+
+
+def _correctness_round(runner: _Runner, task: Task, programs: _Programs) -> list[TestOutcome]:
+    outcomes = []
+    for test in task.tests:
+        expected = test.output_path.read_bytes()
+        reference = _outcome(test.index, runner.run(programs.reference, test), expected, runner)
+        if reference.status != "passed":
+            why = reference.detail.splitlines()[0] if reference.detail else ""
+            raise TaskError(
+                f"{task.origin}: the reference fails its own test {test.index}: "
+                f"{reference.status}: {why}"
+            )
+        result = runner.run(programs.candidate, test)
+        outcomes.append(_outcome(test.index, result, expected, runner))
+    return outcomes
+
+
+def _measure_wall(
+    base: _Verdict,
+    runner: _Runner,
+    task: Task,
+    programs: _Programs,
+    outcomes: list[TestOutcome],
+    repeats: int,
+) -> Feedback:
+    empty = Path(tempfile.mkdtemp(prefix="maxcode-empty-"))
+    try:
+        true_binary = empty / "true"
+        shutil.copyfile("/usr/bin/true", true_binary)
+        overheads = [runner.run(true_binary, None).wall_s for _ in range(3)]
+        samples: dict[str, list[list[float]]] = {
+            "reference": [[] for _ in task.tests],
+            "candidate": [[] for _ in task.tests],
+        }
+        for round_number in range(repeats):
+            overheads.append(runner.run(true_binary, None).wall_s)
+            for position, test in enumerate(task.tests):
+                expected = test.output_path.read_bytes()
+                order = ["reference", "candidate"]
+                if (round_number + position) % 2:
+                    order.reverse()
+                for which in order:
+                    result = runner.run(getattr(programs, which), test)
+                    outcome = _outcome(test.index, result, expected, runner)
+                    if outcome.status != "passed":
+                        if which == "reference":
+                            raise TaskError(
+                                f"{task.origin}: the reference failed test {test.index} on a timed "
+                                f"run: {outcome.status}: {outcome.detail}"
+                            )
+                        return _failed_timed_run(base, outcomes, outcome, runner, round_number)
+                    samples[which][position].append(result.wall_s)
+    finally:
+        shutil.rmtree(empty, ignore_errors=True)
+    overhead = statistics.median(overheads)
+    reference_costs = [_corrected_median(s, overhead) for s in samples["reference"]]
+    candidate_costs = [_corrected_median(s, overhead) for s in samples["candidate"]]
+    reference_cost, candidate_cost = sum(reference_costs), sum(candidate_costs)
+    speedup = reference_cost / candidate_cost
+    base.flags += _plausibility_flags(speedup, runner)
+    if candidate_cost < 10 * TIMING_FLOOR_S * len(task.tests):
+        base.flags.append(
+            "timing: the candidate's runs are near the timing floor; prefer --metric instructions"
+        )
+    return base.make(
+        compiled=True,
+        correct=True,
+        speedup=speedup,
+        reference_cost=reference_cost,
+        candidate_cost=candidate_cost,
+        tests_passed=len(task.tests),
+        tests=outcomes,
+        reference_costs=reference_costs,
+        candidate_costs=candidate_costs,
+        repeats=repeats,
+        sandbox_overhead_s=overhead,
+    )
+
+
+def _measure_instructions(
+    base: _Verdict,
+    runner: _Runner,
+    task: Task,
+    programs: _Programs,
+    outcomes: list[TestOutcome],
+    reference_key: str,
+) -> Feedback:
+    reference_costs: list[float] = []
+    candidate_costs: list[float] = []
+    for test in task.tests:
+        expected = test.output_path.read_bytes()
+        cached = _cached_reference_count(reference_key, test)
+        if cached is None:
+            result, count = runner.count_instructions(programs.reference, test)
+            if count is None or _outcome(test.index, result, expected, runner).status != "passed":
+                raise TaskError(
+                    f"{task.origin}: the reference failed test {test.index} under callgrind: "
+                    f"{result.stderr.strip().splitlines()[-1:] or result.exit_code}"
+                )
+            _store_reference_count(reference_key, test, count)
+            cached = count
+        reference_costs.append(float(cached))
+        result, count = runner.count_instructions(programs.candidate, test)
+        outcome = _outcome(test.index, result, expected, runner)
+        if outcome.status != "passed":
+            return _failed_timed_run(base, outcomes, outcome, runner, 0)
+        if count is None:
+            raise TaskError(f"callgrind reported no instruction count for test {test.index}")
+        candidate_costs.append(float(count))
+    reference_cost, candidate_cost = sum(reference_costs), sum(candidate_costs)
+    speedup = reference_cost / max(candidate_cost, 1.0)
+    base.flags += _plausibility_flags(speedup, runner)
+    return base.make(
+        compiled=True,
+        correct=True,
+        speedup=speedup,
+        reference_cost=reference_cost,
+        candidate_cost=candidate_cost,
+        tests_passed=len(task.tests),
+        tests=outcomes,
+        reference_costs=reference_costs,
+        candidate_costs=candidate_costs,
+    )
+
+
+def _outcome(index: int, result: SandboxResult, expected: bytes, runner: _Runner) -> TestOutcome:
+    def outcome(status: TestStatus, detail: str = "") -> TestOutcome:
+        return TestOutcome(
+            index=index,
+            status=status,
+            detail=detail,
+            signal=result.signal,
+            exit_code=result.exit_code,
+            seconds=result.wall_s,
+        )
+
+    if result.limit_hit == "wall":
+        return outcome("timeout", f"no answer within {runner.limits.wall_s:g} s (killed)")
+    if result.limit_hit == "cpu":
+        return outcome("timeout", "CPU time limit exceeded (killed)")
+    if result.limit_hit == "memory":
+        limit = f"memory limit ({runner.task.memory_mb} MiB) exceeded"
+        return outcome("memory_limit", limit + _stderr_excerpt(result))
+    if result.limit_hit == "output":
+        return outcome(
+            "output_limit", f"wrote more than {runner.limits.file_size_bytes >> 20} MiB (killed)"
+        )
+    if result.signal is not None:
+        name = _signal_name(result.signal)
+        return outcome(
+            "runtime_error", f"killed by signal {result.signal} ({name}){_stderr_excerpt(result)}"
+        )
+    if result.exit_code != 0:
+        return outcome("runtime_error", f"exit code {result.exit_code}{_stderr_excerpt(result)}")
+    comparison = compare_output(expected, result.stdout)
+    if not comparison.matches:
+        return outcome("wrong_answer", comparison.detail)
+    return outcome("passed")
+
+
+def _compile_failure(base: _Verdict, build: CompileResult) -> Feedback:
+    first_error = next(
+        (line for line in build.diagnostics.splitlines() if "error" in line),
+        build.diagnostics.splitlines()[0] if build.diagnostics else "compilation failed",
+    )
+    return base.make(
+        compiled=False,
+        correct=False,
+        speedup=0.0,
+        reference_cost=None,
+        candidate_cost=None,
+        tests_passed=0,
+        error=ErrorInfo(kind="compile_error", message=first_error.strip()),
+        compile_output=build.diagnostics,
+    )
+
+
+def _wrong(
+    base: _Verdict,
+    outcomes: list[TestOutcome],
+    passed: int,
+    runner: _Runner,
+    build: CompileResult,
+) -> Feedback:
+    failures = [outcome for outcome in outcomes if outcome.status != "passed"]
+    first = failures[0]
+    detailed = {outcome.index for outcome in failures[:_DETAILED_FAILURES]}
+    shown = [
+        outcome
+        if outcome.index in detailed or outcome.status == "passed"
+        else outcome.model_copy(update={"detail": ""})
+        for outcome in outcomes
+    ]
+    base.flags += _plausibility_flags(0.0, runner)
+    return base.make(
+        compiled=True,
+        correct=False,
+        speedup=0.0,
+        reference_cost=None,
+        candidate_cost=None,
+        tests_passed=passed,
+        error=ErrorInfo(
+            kind=cast(ErrorKind, first.status), message=f"test {first.index}: {first.detail}"
+        ),
+        tests=shown,
+        compile_output=build.diagnostics,
+    )
+
+
+def _failed_timed_run(
+    base: _Verdict,
+    outcomes: list[TestOutcome],
+    failure: TestOutcome,
+    runner: _Runner,
+    round_number: int,
+) -> Feedback:
+    """Correct on the first run, wrong on a later one: no reward, and a flag."""
+    base.flags.append(
+        f"nondeterministic: test {failure.index} passed once and failed on timed run "
+        f"{round_number + 1} ({failure.status})"
+    )
+    shown = [failure if outcome.index == failure.index else outcome for outcome in outcomes]
+    return base.make(
+        compiled=True,
+        correct=False,
+        speedup=0.0,
+        reference_cost=None,
+        candidate_cost=None,
+        tests_passed=len(outcomes) - 1,
+        error=ErrorInfo(
+            kind=cast(ErrorKind, failure.status),
+            message=f"test {failure.index} (repeated run): {failure.detail}",
+        ),
+        tests=shown,
+    )
+
+
+def _plausibility_flags(speedup: float, runner: _Runner) -> list[str]:
+    flags = []
+    if speedup > IMPLAUSIBLE_SPEEDUP:
+        flags.append(f"implausible: {speedup:.0f}x faster than the reference; check it by hand")
+    if runner.stragglers:
+        flags.append("processes: the candidate left processes running after it exited (killed)")
+    return flags
+
+
+def _isolation_flags(sandbox: Sandbox) -> list[str]:
+    if sandbox.isolation == "bwrap":
+        return []
+    if sandbox.isolation == "unshare":
+        return ["isolation: unshare (no private file system; install bubblewrap)"]
+    return ["isolation: rlimits only (no network or file-system isolation; install bubblewrap)"]
+
+
+def _corrected_median(samples: list[float], overhead: float) -> float:
+    return max(statistics.median(samples) - overhead, TIMING_FLOOR_S)
+
+
+def _timing_cpu() -> int | None:
+    """The CPU timed runs are pinned to: the last one this process may use."""
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+    return allowed[-1] if len(allowed) > 1 else None
+
+
+def _stderr_excerpt(result: SandboxResult) -> str:
+    text = result.stderr.strip()
+    if not text:
+        return ""
+    if len(text) > _STDERR_IN_DETAIL:
+        text = "…" + text[-_STDERR_IN_DETAIL:]
+    return f"; stderr: {text}"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "unknown"
+
+
+def _count_path(reference_key: str, test: TestCase) -> Path:
+    digest = hashlib.sha256(test.input_path.read_bytes()).hexdigest()
+    return cache_dir("instructions") / f"{reference_key}-{digest}.json"
+
+
+def _cached_reference_count(reference_key: str, test: TestCase) -> int | None:
+    path = _count_path(reference_key, test)
+    if not path.is_file():
+        return None
+    return int(json.loads(path.read_text())["instructions"])
+
+
+def _store_reference_count(reference_key: str, test: TestCase, count: int) -> None:
+    path = _count_path(reference_key, test)
+    staging = path.with_suffix(f".{os.getpid()}.tmp")
+    staging.write_text(json.dumps({"instructions": count}))
+    os.replace(staging, path)

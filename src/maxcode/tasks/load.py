@@ -1,0 +1,182 @@
+"""Loading tasks: task folders, and PIE jsonl rows without conversion.
+
+Every problem with the input is a ``TaskError`` with one line that names the file and what is
+wrong with it; the command line prints it and exits 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from maxcode.errors import TaskError
+from maxcode.tasks.model import DEFAULT_CPP_FLAGS, Task, TestCase
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+_TEST_FILE = re.compile(r"^(input|output)\.(\d+)\.txt$")
+
+
+class _TaskToml(BaseModel):
+    """The keys ``task.toml`` may hold."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    kind: str = "cpp"
+    description: str = ""
+    compile_flags: list[str] = Field(default_factory=lambda: list(DEFAULT_CPP_FLAGS))
+    timeout_s: float = Field(default=10.0, gt=0)
+    memory_mb: int = Field(default=2048, gt=0)
+    repeats: int = Field(default=5, ge=1)
+
+
+def load_task(spec: str, pie_tests: str | Path | None = None) -> Task:
+    """Load a task from a folder, or from ``FILE.jsonl#N`` (row number or ``src_id``)."""
+    if "#" in spec and spec.split("#", 1)[0].endswith(".jsonl"):
+        jsonl, _, row = spec.partition("#")
+        return load_pie_row(Path(jsonl), row, _pie_tests_dir(pie_tests))
+    path = Path(spec)
+    if not path.exists():
+        raise TaskError(f"task not found: {spec}")
+    if path.is_dir():
+        return load_task_folder(path)
+    if path.suffix == ".jsonl":
+        raise TaskError(f"{spec} is a suite of PIE rows; name one row as {spec}#N")
+    if path.suffix == ".py":
+        raise TaskError(f"{spec}: KernelBench problem files are not supported yet")
+    raise TaskError(f"{spec}: not a task folder, a KernelBench .py file or a PIE FILE.jsonl#N")
+
+
+def load_task_folder(folder: Path) -> Task:
+    """A folder with ``task.toml``, ``reference.cpp`` and ``tests/``."""
+    config_path = folder / "task.toml"
+    if not config_path.is_file():
+        raise TaskError(f"{folder}: no task.toml")
+    try:
+        raw = tomllib.loads(_read_text(config_path))
+    except tomllib.TOMLDecodeError as error:
+        raise TaskError(f"{config_path}: not valid TOML: {error}") from None
+    try:
+        config = _TaskToml.model_validate(raw)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise TaskError(f"{config_path}: {where}: {first['msg']}") from None
+    if config.kind != "cpp":
+        raise TaskError(f"{config_path}: kind {config.kind!r} is not supported yet (use 'cpp')")
+    reference_path = folder / "reference.cpp"
+    if not reference_path.is_file():
+        raise TaskError(f"{folder}: no reference.cpp")
+    return Task(
+        name=config.name or folder.resolve().name,
+        kind="cpp",
+        reference=_read_text(reference_path),
+        tests=_find_tests(folder / "tests"),
+        origin=str(folder),
+        description=config.description,
+        compile_flags=tuple(config.compile_flags),
+        timeout_s=config.timeout_s,
+        memory_mb=config.memory_mb,
+        repeats=config.repeats,
+    )
+
+
+def load_pie_row(jsonl: Path, row: str, tests_root: Path) -> Task:
+    """One row of a PIE jsonl file; its tests are ``tests_root/<problem_id>/input.<i>.txt``."""
+    record, number = _find_row(jsonl, row)
+    where = f"{jsonl}#{row}"
+    for key in ("src_code", "problem_id"):
+        if not isinstance(record.get(key), str) or not record[key]:
+            raise TaskError(f"{where}: the row has no {key}")
+    problem = record["problem_id"]
+    tests = _find_tests(tests_root / problem)
+    wanted = record.get("tests")
+    if isinstance(wanted, list) and wanted:
+        by_index = {test.index: test for test in tests}
+        missing = [index for index in wanted if index not in by_index]
+        if missing:
+            raise TaskError(f"{where}: tests {missing} not found in {tests_root / problem}")
+        tests = tuple(by_index[index] for index in sorted(set(wanted)))
+    name = f"{problem}_{record['src_id']}" if record.get("src_id") else f"{problem}_{number}"
+    extra = {key: value for key, value in record.items() if key not in ("src_code", "tests")}
+    return Task(
+        name=name,
+        kind="cpp",
+        reference=record["src_code"],
+        tests=tests,
+        origin=where,
+        description=str(record.get("description", "")),
+        extra=extra,
+    )
+
+
+def _find_row(jsonl: Path, row: str) -> tuple[dict[str, Any], int]:
+    text = _read_text(jsonl)
+    wanted_number = int(row) if row.isdigit() else None
+    for number, line in enumerate(line for line in text.splitlines() if line.strip()):
+        if wanted_number is not None and number != wanted_number:
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            if wanted_number is None:
+                continue
+            raise TaskError(f"{jsonl}: row {number} is not valid JSON: {error}") from None
+        if not isinstance(record, dict):
+            if wanted_number is not None:
+                raise TaskError(f"{jsonl}: row {number} is not a JSON object")
+            continue
+        if wanted_number is not None or str(record.get("src_id")) == row:
+            return record, number
+    raise TaskError(f"{jsonl}: no row {row!r} (give a 0-based row number or a src_id)")
+
+
+def _pie_tests_dir(given: str | Path | None) -> Path:
+    folder = given or os.environ.get("MAXCODE_PIE_TESTS")
+    if not folder:
+        raise TaskError("a PIE row needs its test folder: --pie-tests DIR or MAXCODE_PIE_TESTS")
+    path = Path(folder)
+    if not path.is_dir():
+        raise TaskError(f"PIE test-case folder not found: {path}")
+    return path
+
+
+def _find_tests(folder: Path) -> tuple[TestCase, ...]:
+    if not folder.is_dir():
+        raise TaskError(f"{folder}: no tests folder")
+    inputs: dict[int, Path] = {}
+    outputs: dict[int, Path] = {}
+    for entry in folder.iterdir():
+        match = _TEST_FILE.match(entry.name)
+        if match:
+            (inputs if match.group(1) == "input" else outputs)[int(match.group(2))] = entry
+    if not inputs and not outputs:
+        raise TaskError(f"{folder}: no tests (expected input.N.txt and output.N.txt)")
+    if lonely := sorted(set(inputs) - set(outputs)):
+        raise TaskError(f"{folder}: input.{lonely[0]}.txt has no output.{lonely[0]}.txt")
+    if lonely := sorted(set(outputs) - set(inputs)):
+        raise TaskError(f"{folder}: output.{lonely[0]}.txt has no input.{lonely[0]}.txt")
+    for index in sorted(inputs):
+        for path in (inputs[index], outputs[index]):
+            if not os.access(path, os.R_OK) or not path.is_file():
+                raise TaskError(f"{path}: cannot be read")
+    return tuple(TestCase(index, inputs[index], outputs[index]) for index in sorted(inputs))
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise TaskError(f"{path}: not UTF-8 text") from None
+    except OSError as error:
+        raise TaskError(f"{path}: cannot be read: {error.strerror or error}") from None

@@ -92,8 +92,6 @@ class Feedback(_Record):
     """Per-test candidate cost, same order and unit."""
     repeats: int = 0
     """Timed runs per test and program (wall metric; warm-up excluded)."""
-    sandbox_overhead_s: float = 0.0
-    """Median start-up time of an empty sandboxed run, subtracted from every wall sample."""
     candidate_sha256: str = ""
     """Content hash of the candidate source."""
 

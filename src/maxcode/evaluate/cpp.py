@@ -8,8 +8,8 @@ Protocol (one call of ``evaluate_cpp``):
    is broken: ``TaskError``). The candidate must pass all of them.
 3. Cost. ``wall``: ``repeats`` rounds; in each round every test runs reference and candidate
    back to back, in alternating order, pinned to one CPU; every timed output is checked again.
-   Each sample has the sandbox's start-up time (median of empty runs through the same
-   sandbox, measured in the same rounds) taken off. Cost = sum over tests of the median.
+   Each sample is the program's own time as the sandbox's init measured it (sandbox start-up
+   excluded). Cost = sum over tests of the median.
    ``instructions``: each test once under callgrind, both programs; the count comes from
    valgrind's log on a descriptor the program cannot write; reference counts are cached.
 """
@@ -192,38 +192,29 @@ def _measure_wall(
     outcomes: list[TestOutcome],
     repeats: int,
 ) -> Feedback:
-    empty = Path(tempfile.mkdtemp(prefix="maxcode-empty-"))
-    try:
-        true_binary = empty / "true"
-        shutil.copyfile("/usr/bin/true", true_binary)
-        overheads = [runner.run(true_binary, None).wall_s for _ in range(3)]
-        samples: dict[str, list[list[float]]] = {
-            "reference": [[] for _ in task.tests],
-            "candidate": [[] for _ in task.tests],
-        }
-        for round_number in range(repeats):
-            overheads.append(runner.run(true_binary, None).wall_s)
-            for position, test in enumerate(task.tests):
-                expected = test.output_path.read_bytes()
-                order = ["reference", "candidate"]
-                if (round_number + position) % 2:
-                    order.reverse()
-                for which in order:
-                    result = runner.run(getattr(programs, which), test)
-                    outcome = _outcome(test.index, result, expected, runner)
-                    if outcome.status != "passed":
-                        if which == "reference":
-                            raise TaskError(
-                                f"{task.origin}: the reference failed test {test.index} on a timed "
-                                f"run: {outcome.status}: {outcome.detail}"
-                            )
-                        return _failed_timed_run(base, outcomes, outcome, runner, round_number)
-                    samples[which][position].append(result.wall_s)
-    finally:
-        shutil.rmtree(empty, ignore_errors=True)
-    overhead = statistics.median(overheads)
-    reference_costs = [_corrected_median(s, overhead) for s in samples["reference"]]
-    candidate_costs = [_corrected_median(s, overhead) for s in samples["candidate"]]
+    samples: dict[str, list[list[float]]] = {
+        "reference": [[] for _ in task.tests],
+        "candidate": [[] for _ in task.tests],
+    }
+    for round_number in range(repeats):
+        for position, test in enumerate(task.tests):
+            expected = test.output_path.read_bytes()
+            order = ["reference", "candidate"]
+            if (round_number + position) % 2:
+                order.reverse()
+            for which in order:
+                result = runner.run(getattr(programs, which), test)
+                outcome = _outcome(test.index, result, expected, runner)
+                if outcome.status != "passed":
+                    if which == "reference":
+                        raise TaskError(
+                            f"{task.origin}: the reference failed test {test.index} on a timed "
+                            f"run: {outcome.status}: {outcome.detail}"
+                        )
+                    return _failed_timed_run(base, outcomes, outcome, runner, round_number)
+                samples[which][position].append(result.wall_s)
+    reference_costs = [_median(per_test) for per_test in samples["reference"]]
+    candidate_costs = [_median(per_test) for per_test in samples["candidate"]]
     reference_cost, candidate_cost = sum(reference_costs), sum(candidate_costs)
     speedup = reference_cost / candidate_cost
     base.flags += _plausibility_flags(speedup, runner)
@@ -242,7 +233,6 @@ def _measure_wall(
         reference_costs=reference_costs,
         candidate_costs=candidate_costs,
         repeats=repeats,
-        sandbox_overhead_s=overhead,
     )
 
 
@@ -421,8 +411,8 @@ def _isolation_flags(sandbox: Sandbox) -> list[str]:
     return ["isolation: rlimits only (no network or file-system isolation; install bubblewrap)"]
 
 
-def _corrected_median(samples: list[float], overhead: float) -> float:
-    return max(statistics.median(samples) - overhead, TIMING_FLOOR_S)
+def _median(samples: list[float]) -> float:
+    return max(statistics.median(samples), TIMING_FLOOR_S)
 
 
 def _timing_cpu() -> int | None:

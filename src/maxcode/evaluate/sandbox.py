@@ -17,13 +17,21 @@ its own (one per concurrent run): root ignores the process-count limit and file 
 an ordinary uid does not, and a uid that nothing else uses lets the parent kill every process
 the run left behind, even ones that left the process group.
 
-Wall time is taken in the parent, around a blocking wait on a pidfd, so a program cannot
-touch the clock that measures it and completion is seen at once (no polling interval).
+Inside the sandbox the first process is ``maxcode-init`` (``init.c``, compiled once per
+machine): it times the program with a monotonic clock, waits for it, kills and reports what
+the program left running, and writes its report to a descriptor the program never sees. Its
+timing excludes the sandbox's own start-up, which the parent cannot separate from the
+program's. The parent enforces the wall-clock limit (a blocking wait on a pidfd, no polling)
+and kills the whole tree when it passes.
 """
 
 from __future__ import annotations
 
+import atexit
+import hashlib
+import importlib.resources
 import os
+import re
 import resource
 import select
 import shutil
@@ -75,7 +83,7 @@ class SandboxResult:
     limit_hit: LimitHit | None
     """Which limit ended the run, when one did."""
     wall_s: float
-    """Wall time from spawn to exit, sandbox start-up included."""
+    """The program's wall time, measured by the sandbox's init (sandbox start-up excluded)."""
     cpu_s: float
     """User plus system CPU time of the whole tree."""
     max_rss_kb: int
@@ -88,6 +96,8 @@ class SandboxResult:
     """The isolation level the run had."""
     stragglers_killed: bool = False
     """Processes outlived the main one and were killed."""
+    startup_s: float = 0.0
+    """Time the sandbox took around the program (parent's wall time minus the program's)."""
 
     @property
     def ok(self) -> bool:
@@ -198,13 +208,18 @@ class Sandbox:
         readonly: Sequence[Path],
         environment: dict[str, str],
         uid: int | None,
+        status_fd: int,
     ) -> list[str]:
+        init = _init_binary()
+        reach = "ns" if self.isolation != "rlimits" else "uid" if uid is not None else "group"
+        argv = [str(init), str(status_fd), reach, "--", *argv]
         if self.isolation == "bwrap":
-            # --as-pid-1: bwrap then waits for the program itself; with its own init as pid 1 it
-            # leaves that init a zombie for the host's pid 1, which a container may never reap.
+            # --as-pid-1 makes our init pid 1. bwrap's own init would be left a zombie for the
+            # host's pid 1 to reap, which a container's pid 1 may never do.
             command = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1"]
             command += _system_binds()
             command += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+            command += ["--ro-bind", str(init.parent), str(init.parent)]
             for path in readonly:
                 resolved = str(Path(path).resolve())
                 command += ["--ro-bind", resolved, resolved]
@@ -244,7 +259,13 @@ class Sandbox:
             "LC_ALL": "C.UTF-8",
             **(env or {}),
         }
-        command = self._command(argv, scratch, readonly, environment, uid)
+        status_path = io_dir / "status"
+        status_fd = os.open(status_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            command = self._command(argv, scratch, readonly, environment, uid, status_fd)
+        except BaseException:
+            os.close(status_fd)
+            raise
         cpu_seconds = limits.cpu_s if limits.cpu_s is not None else limits.wall_s + 1
         # unshare drops the uid itself, after making its namespaces.
         as_uid = None if self.isolation == "unshare" else uid
@@ -284,18 +305,29 @@ class Sandbox:
                     start_new_session=True,
                     preexec_fn=in_child,
                     close_fds=True,
-                    pass_fds=tuple(pass_fds),
+                    pass_fds=(status_fd, *pass_fds),
                 )
                 finished, wall = _wait_until(process.pid, started, limits.wall_s)
                 if not finished:
                     _kill_group(process.pid)
                 _, status, usage = os.wait4(process.pid, 0)
                 process.returncode = os.waitstatus_to_exitcode(status)
-        stragglers = False
+        os.close(status_fd)
+        report = _read_report(status_path)
+        stragglers = bool(report.get("stragglers"))
         if uid is not None and self.isolation != "bwrap":
-            stragglers = _kill_uid(uid)
+            stragglers = _kill_uid(uid) or stragglers
         return self._result(
-            status, usage, wall, finished, limits, cpu_seconds, stdout_path, stderr_path, stragglers
+            status,
+            usage,
+            wall,
+            finished,
+            limits,
+            cpu_seconds,
+            stdout_path,
+            stderr_path,
+            stragglers,
+            report,
         )
 
     def _result(
@@ -309,9 +341,15 @@ class Sandbox:
         stdout_path: Path,
         stderr_path: Path,
         stragglers: bool,
+        report: dict[str, int],
     ) -> SandboxResult:
         exit_code: int | None = None
         signal_number: int | None = None
+        program_wall = wall
+        if "status" in report:
+            # The init saw the program itself end: trust its account over the wrapper's.
+            status = report["status"]
+            program_wall = report["wall_ns"] / 1e9
         if os.WIFSIGNALED(status):
             signal_number = os.WTERMSIG(status)
         else:
@@ -337,14 +375,59 @@ class Sandbox:
             exit_code=exit_code,
             signal=signal_number,
             limit_hit=limit_hit,
-            wall_s=wall,
+            wall_s=program_wall,
             cpu_s=cpu_used,
             max_rss_kb=usage.ru_maxrss,
             stdout=stdout,
             stderr=stderr,
             isolation=self.isolation,
             stragglers_killed=stragglers,
+            startup_s=max(0.0, wall - program_wall),
         )
+
+
+_REPORT_FIELD = re.compile(r"(\w+)=(-?\d+)")
+
+
+def _read_report(path: Path) -> dict[str, int]:
+    """The init's status line (empty when the init was killed before writing it)."""
+    text = path.read_text(errors="replace")
+    return {key: int(value) for key, value in _REPORT_FIELD.findall(text)}
+
+
+@cache
+def _init_binary() -> Path:
+    """The compiled ``maxcode-init``, copied to a folder every sandbox uid can read."""
+    from maxcode.config import cache_dir
+
+    source = importlib.resources.files("maxcode.evaluate").joinpath("init.c").read_text()
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        raise RuntimeError("maxcode needs a C compiler (gcc) to build its sandbox init")
+    key = hashlib.sha256(f"{compiler}\n{source}".encode()).hexdigest()[:16]
+    built = cache_dir("build") / f"init-{key}" / "maxcode-init"
+    if not built.is_file():
+        built.parent.mkdir(parents=True, exist_ok=True)
+        source_path = built.parent / "init.c"
+        source_path.write_text(source)
+        staging = built.with_suffix(f".{os.getpid()}")
+        # Our own trusted source: compiled directly, not through the sandbox that needs it.
+        compiled = subprocess.run(
+            [compiler, "-O2", "-o", str(staging), str(source_path)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if compiled.returncode != 0:
+            raise RuntimeError(f"cannot build the sandbox init: {compiled.stderr.strip()[:300]}")
+        os.replace(staging, built)
+    shared = Path(tempfile.mkdtemp(prefix="maxcode-init-"))
+    os.chmod(shared, 0o755)
+    atexit.register(shutil.rmtree, shared, True)
+    target = shared / "maxcode-init"
+    shutil.copyfile(built, target)
+    os.chmod(target, 0o755)
+    return target
 
 
 def _wait_until(pid: int, started: float, limit_s: float) -> tuple[bool, float]:

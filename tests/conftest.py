@@ -23,12 +23,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(autouse=True)
-def hermetic_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+def hermetic_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     """Point all maxcode state at a temporary folder."""
     home = tmp_path_factory.mktemp("maxcode-home")
     monkeypatch.setenv("MAXCODE_HOME", str(home))
     for name in list(os.environ):
-        if name.startswith("MAXCODE_") and name != "MAXCODE_HOME" and not name.startswith("MAXCODE_TEST_"):
+        if (
+            name.startswith("MAXCODE_")
+            and name != "MAXCODE_HOME"
+            and not name.startswith("MAXCODE_TEST_")
+        ):
             monkeypatch.delenv(name)
     return home
 

@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 
 from maxcode.config import cache_dir
-from maxcode.evaluate.sandbox import Limits, Sandbox
+from maxcode.evaluate.sandbox import Limits, Sandbox, make_scratch
 
 COMPILER = "g++"
 SOURCE_NAME = "candidate.cpp"
@@ -67,7 +67,7 @@ def build_cpp(source: str, flags: tuple[str, ...], sandbox: Sandbox) -> CompileR
         return hit
     if shutil.which(COMPILER) is None:
         return CompileResult(False, None, f"{COMPILER} is not installed", False, key)
-    scratch = Path(tempfile.mkdtemp(prefix="maxcode-build-"))
+    scratch = make_scratch("maxcode-build-")
     try:
         (scratch / SOURCE_NAME).write_text(source, encoding="utf-8")
         result = sandbox.run(

@@ -32,7 +32,7 @@ from maxcode.config import cache_dir
 from maxcode.errors import TaskError
 from maxcode.evaluate.build import BINARY_NAME, CompileResult, build_cpp
 from maxcode.evaluate.compare import compare_output
-from maxcode.evaluate.sandbox import Limits, Sandbox, SandboxResult
+from maxcode.evaluate.sandbox import Limits, Sandbox, SandboxResult, make_scratch
 from maxcode.tasks.model import Task, TestCase
 from maxcode.types import ErrorInfo, ErrorKind, Feedback, Metric, TestOutcome, TestStatus
 
@@ -87,7 +87,7 @@ class _Runner:
 
     def run(self, binary: Path, test: TestCase | None) -> SandboxResult:
         """Run ``binary`` with the test's input on stdin (``None``: an empty run)."""
-        scratch = Path(tempfile.mkdtemp(prefix="maxcode-run-"))
+        scratch = make_scratch()
         try:
             shutil.copyfile(binary, scratch / BINARY_NAME)
             os.chmod(scratch / BINARY_NAME, 0o755)
@@ -105,7 +105,7 @@ class _Runner:
 
     def count_instructions(self, binary: Path, test: TestCase) -> tuple[SandboxResult, int | None]:
         """Run under callgrind; the count is read from a log the program cannot reach."""
-        scratch = Path(tempfile.mkdtemp(prefix="maxcode-run-"))
+        scratch = make_scratch()
         log_fd, log_path = tempfile.mkstemp(prefix="maxcode-callgrind-")
         try:
             shutil.copyfile(binary, scratch / BINARY_NAME)

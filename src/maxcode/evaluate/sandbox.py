@@ -128,6 +128,22 @@ class _UidPool:
 _uids = _UidPool()
 
 
+def make_scratch(prefix: str = "maxcode-run-") -> Path:
+    """A fresh scratch folder that a sandboxed run's own uid can reach.
+
+    The system temporary folder, unless some folder on its path is closed to other users
+    (a private ``TMPDIR``); then ``/tmp``.
+    """
+    base = Path(tempfile.gettempdir()).resolve()
+    if not _world_traversable(base):
+        base = Path("/tmp")
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+
+
+def _world_traversable(folder: Path) -> bool:
+    return all(os.stat(part).st_mode & 0o001 for part in [folder, *folder.parents])
+
+
 def _is_root() -> bool:
     return os.geteuid() == 0
 
@@ -149,8 +165,11 @@ def _system_binds() -> list[str]:
 def _probe(level: Isolation) -> bool:
     """Whether a trivial program runs at this isolation level on this machine."""
     try:
-        with tempfile.TemporaryDirectory(prefix="maxcode-probe-") as scratch:
-            result = Sandbox(level).run(["/usr/bin/true"], scratch=Path(scratch), limits=Limits(5))
+        scratch = make_scratch("maxcode-probe-")
+        try:
+            result = Sandbox(level).run(["/usr/bin/true"], scratch=scratch, limits=Limits(5))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         return result.ok
     except (OSError, RuntimeError, subprocess.SubprocessError):
         return False
@@ -184,7 +203,7 @@ class Sandbox:
         env: Mapping[str, str] | None = None,
         pass_fds: Sequence[int] = (),
     ) -> SandboxResult:
-        """Run ``argv`` with ``scratch`` (an existing, empty-or-prepared folder) as its only
+        """Run ``argv`` with ``scratch`` (from ``make_scratch``, empty or prepared) as its only
         writable place and working directory; ``readonly`` paths are visible read-only;
         ``cpu`` pins the run to one CPU; ``pass_fds`` stay open in the program."""
         limits = limits or Limits()
@@ -354,8 +373,9 @@ class Sandbox:
             signal_number = os.WTERMSIG(status)
         else:
             exit_code = os.WEXITSTATUS(status)
-            # bwrap and unshare report a child killed by signal N as exit status 128 + N.
-            if self.isolation != "rlimits" and exit_code > 128 and exit_code - 128 < signal.NSIG:
+            # Without the init's report, the exit status is the wrappers' (bwrap, unshare, the
+            # init itself), which report a program killed by signal N as 128 + N.
+            if "status" not in report and exit_code > 128 and exit_code - 128 < signal.NSIG:
                 signal_number, exit_code = exit_code - 128, None
         stdout = stdout_path.read_bytes()[: limits.file_size_bytes]
         stderr = _head_and_tail(stderr_path)

@@ -1,0 +1,180 @@
+"""The sandbox: limits that hold even for root, nothing left behind, nothing written outside."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from maxcode.evaluate.sandbox import (
+    Limits,
+    Sandbox,
+    SandboxResult,
+    detect_isolation,
+    make_scratch,
+)
+
+LEVELS = ["bwrap", "unshare", "rlimits"]
+
+
+def _available(level: str) -> bool:
+    order = ["bwrap", "unshare", "rlimits"]
+    return order.index(detect_isolation()) <= order.index(level)
+
+
+@pytest.fixture(params=LEVELS)
+def sandbox(request: pytest.FixtureRequest) -> Sandbox:
+    if not _available(request.param):
+        pytest.skip(f"{request.param} does not work on this machine")
+    return Sandbox(request.param)
+
+
+def _sh(sandbox: Sandbox, script: str, tmp_path: Path, **limits: Any) -> SandboxResult:
+    scratch = make_scratch()
+    (tmp_path / "scratch").symlink_to(scratch)
+    return sandbox.run(["sh", "-c", script], scratch=scratch, limits=Limits(**limits))
+
+
+def _processes_named(name: str) -> list[str]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    if name.encode() in handle.read():
+                        found.append(entry)
+            except OSError:
+                pass
+    return found
+
+
+def test_bwrap_is_used_when_installed() -> None:
+    if subprocess.run(["which", "bwrap"], capture_output=True).returncode != 0:
+        pytest.skip("bubblewrap is not installed")
+    assert detect_isolation() == "bwrap"
+
+
+def test_runs_and_reports_isolation(sandbox: Sandbox, tmp_path: Path) -> None:
+    result = _sh(sandbox, "echo hello; echo oops >&2; exit 3", tmp_path)
+    assert result.exit_code == 3
+    assert result.stdout == b"hello\n"
+    assert "oops" in result.stderr
+    assert result.isolation == sandbox.isolation
+
+
+def test_environment_is_scrubbed(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    result = _sh(sandbox, "env", tmp_path)
+    assert b"sk-secret" not in result.stdout
+    assert b"PATH=" in result.stdout
+
+
+def test_wall_limit_kills_an_endless_loop(sandbox: Sandbox, tmp_path: Path) -> None:
+    result = _sh(sandbox, "while :; do :; done", tmp_path, wall_s=0.5)
+    assert result.limit_hit == "wall"
+
+
+def test_cpu_limit_holds(sandbox: Sandbox, tmp_path: Path) -> None:
+    result = _sh(sandbox, "exec python3 -c 'while True: pass'", tmp_path, wall_s=10, cpu_s=1)
+    assert result.limit_hit == "cpu"
+
+
+def test_memory_limit_holds_for_root_too(sandbox: Sandbox, tmp_path: Path) -> None:
+    script = "exec python3 -c 'x = bytearray(600 << 20); print(len(x))'"
+    result = _sh(sandbox, script, tmp_path, memory_bytes=300 << 20)
+    assert result.exit_code != 0
+    assert result.limit_hit == "memory"
+
+
+def test_output_is_capped(sandbox: Sandbox, tmp_path: Path) -> None:
+    result = _sh(sandbox, "exec yes hello", tmp_path, file_size_bytes=1 << 20)
+    assert result.limit_hit == "output"
+    assert len(result.stdout) <= 1 << 20
+
+
+def test_children_that_outlive_the_program_are_killed(sandbox: Sandbox, tmp_path: Path) -> None:
+    marker = f"sleep {os.getpid() % 1000 + 1000}"
+    result = _sh(sandbox, f"for i in $(seq 20); do {marker} & done; echo started", tmp_path)
+    assert result.stdout == b"started\n"
+    assert result.stragglers_killed
+    assert not _processes_named(marker)
+
+
+def test_process_count_is_limited_for_root_too(sandbox: Sandbox, tmp_path: Path) -> None:
+    script = "n=0; for i in $(seq 100); do sleep 5 & n=$((n+1)); done 2>/dev/null; wait; echo $n"
+    result = _sh(sandbox, script, tmp_path, wall_s=5)
+    assert result.exit_code != 0 or result.limit_hit
+    assert b"100" not in result.stdout
+    assert not _processes_named("sleep 5")
+
+
+def test_scratch_is_the_only_writable_place(tmp_path: Path) -> None:
+    if not _available("bwrap"):
+        pytest.skip("only bwrap gives a private file system")
+    outside = tmp_path / "outside.txt"
+    home_file = Path.home() / f".maxcode-sandbox-probe-{os.getpid()}"
+    script = f"echo x > {outside}; echo x > {home_file}; echo x > /tmp/probe; echo x > ok.txt"
+    script += "; cat ok.txt"
+    result = _sh(Sandbox("bwrap"), script, tmp_path)
+    assert result.stdout == b"x\n"
+    assert not outside.exists()
+    assert not home_file.exists()
+    assert (tmp_path / "scratch" / "ok.txt").exists()
+
+
+def test_files_outside_are_invisible_with_bwrap(tmp_path: Path) -> None:
+    if not _available("bwrap"):
+        pytest.skip("only bwrap hides the file system")
+    secret = tmp_path / "expected-output.txt"
+    secret.write_text("the answer")
+    result = _sh(Sandbox("bwrap"), f"cat {secret}", tmp_path)
+    assert result.exit_code != 0
+    assert b"the answer" not in result.stdout
+
+
+def _listener() -> tuple[socket.socket, list[socket.socket]]:
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(0.2)
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        for _ in range(20):
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                continue
+
+    threading.Thread(target=accept, daemon=True).start()
+    return server, accepted
+
+
+@pytest.mark.parametrize("level", ["bwrap", "unshare"])
+def test_no_network_connection_reaches_the_host(tmp_path: Path, level: str) -> None:
+    if not _available(level):
+        pytest.skip(f"{level} does not work here")
+    server, accepted = _listener()
+    port = server.getsockname()[1]
+    script = (
+        'python3 -c "import socket; s = socket.socket(); s.settimeout(2); '
+        f"s.connect(('127.0.0.1', {port})); print('connected')\""
+    )
+    result = _sh(Sandbox(level), script, tmp_path)  # type: ignore[arg-type]
+    server.close()
+    assert b"connected" not in result.stdout
+    assert result.exit_code != 0
+    assert accepted == []
+
+
+def test_program_time_excludes_sandbox_start(sandbox: Sandbox, tmp_path: Path) -> None:
+    result = _sh(sandbox, "sleep 0.2", tmp_path)
+    assert 0.19 < result.wall_s < 0.3
+    assert result.startup_s > 0

@@ -1,0 +1,57 @@
+"""Helpers shared by tests: writing small tasks and running the real ``maxcode`` command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples" / "cpp"
+FIXTURES = REPO / "tests" / "fixtures" / "cpp"
+
+ECHO_SUM = """#include <cstdio>
+int main() {
+    long long a, b;
+    if (scanf("%lld %lld", &a, &b) != 2) return 1;
+    printf("%lld\\n", a + b);
+}
+"""
+
+
+def write_task(
+    folder: Path,
+    reference: str = ECHO_SUM,
+    tests: list[tuple[str, str]] | None = None,
+    toml: str = 'name = "sum"\nkind = "cpp"\n',
+) -> Path:
+    """A task folder with the given reference and (input, output) tests."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "task.toml").write_text(toml)
+    (folder / "reference.cpp").write_text(reference)
+    (folder / "tests").mkdir(exist_ok=True)
+    for index, (given, expected) in enumerate(tests or [("1 2\n", "3\n"), ("40 2\n", "42\n")]):
+        (folder / "tests" / f"input.{index}.txt").write_text(given)
+        (folder / "tests" / f"output.{index}.txt").write_text(expected)
+    return folder
+
+
+def run_maxcode(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run the installed command line as a user would, in a real subprocess."""
+    return subprocess.run(
+        [sys.executable, "-c", "from maxcode.cli import run_cli; run_cli()", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def eval_json(*args: str) -> dict[str, Any]:
+    """``maxcode eval --json``: stdout must be exactly one JSON object."""
+    done = run_maxcode("eval", *args, "--json")
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result

@@ -3,15 +3,16 @@
 Protocol (one call of ``evaluate_cpp``):
 
 1. Build reference and candidate (cached by content hash). A compile error ends here.
-2. Correctness round, which doubles as the discarded warm-up: every test, reference then
-   candidate, each in a fresh sandbox. The reference must pass its own tests (else the task
-   is broken: ``TaskError``). The candidate must pass all of them.
-3. Cost. ``wall``: ``repeats`` rounds; in each round every test runs reference and candidate
-   back to back, in alternating order, pinned to one CPU; every timed output is checked again.
-   Each sample is the program's own time as the sandbox's init measured it (sandbox start-up
-   excluded). Cost = sum over tests of the median.
+2. Correctness round, which doubles as the discarded warm-up: the reference, then the
+   candidate, each over every test (one sandbox start per program, a fresh private folder
+   per test). The reference must pass its own tests (else the task is broken: ``TaskError``).
+   The candidate must pass all of them.
+3. Cost. ``wall``: ``repeats`` rounds; each round runs both programs over every test, the
+   order of the two alternating between rounds, pinned to one CPU; every timed output is
+   checked again. Each sample is the program's own time as the sandbox's init measured it
+   (sandbox start-up excluded). Cost = sum over tests of the median.
    ``instructions``: each test once under callgrind, both programs; the count comes from
-   valgrind's log on a descriptor the program cannot write; reference counts are cached.
+   valgrind's log on a descriptor the program cannot reach; reference counts are cached.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from maxcode.config import cache_dir
 from maxcode.errors import TaskError
 from maxcode.evaluate.build import BINARY_NAME, CompileResult, build_cpp
 from maxcode.evaluate.compare import compare_output
-from maxcode.evaluate.sandbox import Limits, Sandbox, SandboxResult, make_scratch
+from maxcode.evaluate.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
 from maxcode.tasks.model import Task, TestCase
 from maxcode.types import ErrorInfo, ErrorKind, Feedback, Metric, TestOutcome, TestStatus
 
@@ -68,13 +69,15 @@ class _Verdict:
 
 @dataclass
 class _Programs:
+    """Read-only folders holding each program's binary, visible inside the sandbox."""
+
     reference: Path
     candidate: Path
 
 
 @dataclass
 class _Runner:
-    """Runs one binary on one test in a fresh scratch folder."""
+    """Runs one program on every test, in one sandbox start, a fresh folder per test."""
 
     sandbox: Sandbox
     task: Task
@@ -85,31 +88,19 @@ class _Runner:
     def __post_init__(self) -> None:
         self.limits = Limits(wall_s=self.task.timeout_s, memory_bytes=self.task.memory_mb << 20)
 
-    def run(self, binary: Path, test: TestCase | None) -> SandboxResult:
-        """Run ``binary`` with the test's input on stdin (``None``: an empty run)."""
-        scratch = make_scratch()
-        try:
-            shutil.copyfile(binary, scratch / BINARY_NAME)
-            os.chmod(scratch / BINARY_NAME, 0o755)
-            result = self.sandbox.run(
-                [f"./{BINARY_NAME}"],
-                scratch=scratch,
-                stdin=test.input_path if test else None,
-                limits=self.limits,
-                cpu=self.cpu,
-            )
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-        self.stragglers = self.stragglers or result.stragglers_killed
-        return result
+    def run_tests(self, program: Path) -> list[SandboxResult]:
+        runs = [Run(stdin=test.input_path) for test in self.task.tests]
+        results = self.sandbox.run_batch(
+            [str(program / BINARY_NAME)], runs, readonly=[program], limits=self.limits, cpu=self.cpu
+        )
+        self.stragglers = self.stragglers or any(result.stragglers_killed for result in results)
+        return results
 
-    def count_instructions(self, binary: Path, test: TestCase) -> tuple[SandboxResult, int | None]:
-        """Run under callgrind; the count is read from a log the program cannot reach."""
-        scratch = make_scratch()
-        log_fd, log_path = tempfile.mkstemp(prefix="maxcode-callgrind-")
+    def count_instructions(self, program: Path, tests: list[TestCase]) -> list[_Counted]:
+        """Each test under callgrind; counts come from a log the program cannot reach
+        (valgrind keeps its log descriptor out of the program's hands)."""
+        logs = [tempfile.TemporaryFile(prefix="maxcode-callgrind-") for _ in tests]  # noqa: SIM115
         try:
-            shutil.copyfile(binary, scratch / BINARY_NAME)
-            os.chmod(scratch / BINARY_NAME, 0o755)
             memory = self.limits.memory_bytes
             limits = Limits(
                 wall_s=max(30.0, self.task.timeout_s * VALGRIND_SLOWDOWN),
@@ -120,19 +111,40 @@ class _Runner:
                 "valgrind",
                 "--tool=callgrind",
                 "--callgrind-out-file=/dev/null",
-                f"--log-fd={log_fd}",
-                f"./{BINARY_NAME}",
+                "--log-fd=3",
+                str(program / BINARY_NAME),
             ]
-            result = self.sandbox.run(
-                argv, scratch=scratch, stdin=test.input_path, limits=limits, pass_fds=(log_fd,)
-            )
-            log = Path(log_path).read_text(errors="replace")
+            runs = [
+                Run(stdin=test.input_path, aux_fd=log.fileno()) for test, log in zip(tests, logs)
+            ]
+            results = self.sandbox.run_batch(argv, runs, readonly=[program], limits=limits)
+            counted = []
+            for result, log in zip(results, logs):
+                log.seek(0)
+                text = log.read().decode(errors="replace")
+                counts = [int(found.replace(",", "")) for found in _INSTRUCTION_LINE.findall(text)]
+                counted.append(_Counted(result, sum(counts) if counts else None))
         finally:
-            os.close(log_fd)
-            os.unlink(log_path)
-            shutil.rmtree(scratch, ignore_errors=True)
-        counts = [int(match.replace(",", "")) for match in _INSTRUCTION_LINE.findall(log)]
-        return result, (sum(counts) if counts else None)
+            for log in logs:
+                log.close()
+        self.stragglers = self.stragglers or any(c.result.stragglers_killed for c in counted)
+        return counted
+
+
+@dataclass
+class _Counted:
+    result: SandboxResult
+    instructions: int | None
+
+
+def _install(binary: Path) -> Path:
+    """Copy a built binary into a fresh root-owned folder the sandbox mounts read-only, so a
+    run can neither change the program for the next run nor touch the build cache."""
+    folder = make_scratch("maxcode-bin-")
+    os.chmod(folder, 0o755)
+    shutil.copyfile(binary, folder / BINARY_NAME)
+    os.chmod(folder / BINARY_NAME, 0o755)
+    return folder
 
 
 def evaluate_cpp(
@@ -156,32 +168,36 @@ def evaluate_cpp(
     candidate_build = build_cpp(candidate, task.compile_flags, sandbox)
     if not candidate_build.ok or candidate_build.binary is None:
         return _compile_failure(base, candidate_build)
-    programs = _Programs(reference_build.binary, candidate_build.binary)
-    runner = _Runner(sandbox, task, cpu=_timing_cpu())
-
-    outcomes = _correctness_round(runner, task, programs)
-    passed = sum(outcome.status == "passed" for outcome in outcomes)
-    if passed < len(task.tests):
-        return _wrong(base, outcomes, passed, runner, candidate_build)
-    if metric == "wall":
-        return _measure_wall(base, runner, task, programs, outcomes, repeats or task.repeats)
-    return _measure_instructions(base, runner, task, programs, outcomes, reference_build.key)
+    programs = _Programs(_install(reference_build.binary), _install(candidate_build.binary))
+    try:
+        runner = _Runner(sandbox, task, cpu=_timing_cpu())
+        outcomes = _correctness_round(runner, task, programs)
+        passed = sum(outcome.status == "passed" for outcome in outcomes)
+        if passed < len(task.tests):
+            return _wrong(base, outcomes, passed, runner, candidate_build)
+        if metric == "wall":
+            return _measure_wall(base, runner, task, programs, outcomes, repeats or task.repeats)
+        return _measure_instructions(base, runner, task, programs, outcomes, reference_build.key)
+    finally:
+        shutil.rmtree(programs.reference, ignore_errors=True)
+        shutil.rmtree(programs.candidate, ignore_errors=True)
 
 
 def _correctness_round(runner: _Runner, task: Task, programs: _Programs) -> list[TestOutcome]:
-    outcomes = []
-    for test in task.tests:
-        expected = test.output_path.read_bytes()
-        reference = _outcome(test.index, runner.run(programs.reference, test), expected, runner)
+    expected = [test.output_path.read_bytes() for test in task.tests]
+    for test, want, result in zip(task.tests, expected, runner.run_tests(programs.reference)):
+        reference = _outcome(test.index, result, want, runner)
         if reference.status != "passed":
             why = reference.detail.splitlines()[0] if reference.detail else ""
             raise TaskError(
                 f"{task.origin}: the reference fails its own test {test.index}: "
                 f"{reference.status}: {why}"
             )
-        result = runner.run(programs.candidate, test)
-        outcomes.append(_outcome(test.index, result, expected, runner))
-    return outcomes
+    results = runner.run_tests(programs.candidate)
+    return [
+        _outcome(test.index, result, want, runner)
+        for test, want, result in zip(task.tests, expected, results)
+    ]
 
 
 def _measure_wall(
@@ -192,19 +208,17 @@ def _measure_wall(
     outcomes: list[TestOutcome],
     repeats: int,
 ) -> Feedback:
+    expected = [test.output_path.read_bytes() for test in task.tests]
     samples: dict[str, list[list[float]]] = {
         "reference": [[] for _ in task.tests],
         "candidate": [[] for _ in task.tests],
     }
     for round_number in range(repeats):
-        for position, test in enumerate(task.tests):
-            expected = test.output_path.read_bytes()
-            order = ["reference", "candidate"]
-            if (round_number + position) % 2:
-                order.reverse()
-            for which in order:
-                result = runner.run(getattr(programs, which), test)
-                outcome = _outcome(test.index, result, expected, runner)
+        order = ["reference", "candidate"] if round_number % 2 == 0 else ["candidate", "reference"]
+        for which in order:
+            results = runner.run_tests(getattr(programs, which))
+            for position, (test, result) in enumerate(zip(task.tests, results)):
+                outcome = _outcome(test.index, result, expected[position], runner)
                 if outcome.status != "passed":
                     if which == "reference":
                         raise TaskError(
@@ -244,28 +258,30 @@ def _measure_instructions(
     outcomes: list[TestOutcome],
     reference_key: str,
 ) -> Feedback:
-    reference_costs: list[float] = []
+    expected = {test.index: test.output_path.read_bytes() for test in task.tests}
+    reference_counts = {
+        test.index: _cached_reference_count(reference_key, test) for test in task.tests
+    }
+    uncounted = [test for test in task.tests if reference_counts[test.index] is None]
+    for test, counted in zip(uncounted, runner.count_instructions(programs.reference, uncounted)):
+        outcome = _outcome(test.index, counted.result, expected[test.index], runner)
+        if counted.instructions is None or outcome.status != "passed":
+            raise TaskError(
+                f"{task.origin}: the reference failed test {test.index} under callgrind: "
+                f"{outcome.status}: {outcome.detail or 'no instruction count'}"
+            )
+        _store_reference_count(reference_key, test, counted.instructions)
+        reference_counts[test.index] = counted.instructions
     candidate_costs: list[float] = []
-    for test in task.tests:
-        expected = test.output_path.read_bytes()
-        cached = _cached_reference_count(reference_key, test)
-        if cached is None:
-            result, count = runner.count_instructions(programs.reference, test)
-            if count is None or _outcome(test.index, result, expected, runner).status != "passed":
-                raise TaskError(
-                    f"{task.origin}: the reference failed test {test.index} under callgrind: "
-                    f"{result.stderr.strip().splitlines()[-1:] or result.exit_code}"
-                )
-            _store_reference_count(reference_key, test, count)
-            cached = count
-        reference_costs.append(float(cached))
-        result, count = runner.count_instructions(programs.candidate, test)
-        outcome = _outcome(test.index, result, expected, runner)
+    tests = list(task.tests)
+    for test, counted in zip(tests, runner.count_instructions(programs.candidate, tests)):
+        outcome = _outcome(test.index, counted.result, expected[test.index], runner)
         if outcome.status != "passed":
             return _failed_timed_run(base, outcomes, outcome, runner, 0)
-        if count is None:
+        if counted.instructions is None:
             raise TaskError(f"callgrind reported no instruction count for test {test.index}")
-        candidate_costs.append(float(count))
+        candidate_costs.append(float(counted.instructions))
+    reference_costs = [float(reference_counts[test.index] or 0) for test in task.tests]
     reference_cost, candidate_cost = sum(reference_costs), sum(candidate_costs)
     speedup = reference_cost / max(candidate_cost, 1.0)
     base.flags += _plausibility_flags(speedup, runner)

@@ -1,24 +1,29 @@
 /*
- * maxcode-init: the trusted first process of every sandboxed run.
+ * maxcode-init: the trusted first process of every sandboxed batch of runs.
  *
- *   maxcode-init STATUS_FD ns|uid|group -- PROGRAM ARGS...
+ *   maxcode-init STATUS_FD MODE TIMEOUT_MS N  [STDIN STDOUT STDERR AUX DIR] x N  -- PROGRAM ARGS...
  *
- * It starts PROGRAM, times it with CLOCK_MONOTONIC, waits for it, then kills whatever the
- * program left behind and writes one status line to STATUS_FD, a descriptor the program never
- * sees (close-on-exec). The program cannot tamper with it: this process is not dumpable (no
- * ptrace, no /proc/PID/fd), and as the init of a pid namespace it receives no signal it has
- * no handler for, from inside the namespace.
+ * For each of the N runs, one after the other, it starts PROGRAM in DIR with the given
+ * descriptors as its stdin, stdout, stderr and descriptor 3 (AUX, -1 for none: valgrind's
+ * log, which valgrind then hides from the program), every other descriptor closed, times it with
+ * CLOCK_MONOTONIC, kills it after TIMEOUT_MS, waits for it, kills whatever it left behind,
+ * and writes one status line per run to STATUS_FD. The program never sees STATUS_FD nor the
+ * descriptors of the other runs. It cannot tamper with this process: it is not dumpable (no
+ * ptrace, no /proc/PID/fd), and as the init of a pid namespace it gets no signal it has no
+ * handler for from inside the namespace.
  *
- * "ns": this is the init of the run's pid namespace; kill(-1) reaches exactly the run's other
- *       processes and succeeds only if there are some.
- * "uid": the run has a uid of its own; its processes are found in /proc by owner (kill(-1)
- *        would report success for any process on the host, even ones it may not signal).
- * "group": only the program's process group is killed (weakest level, no private uid).
+ * MODE says how the run's other processes are found:
+ *   ns    this is the init of the run's pid namespace: kill(-1) reaches exactly them, and
+ *         succeeds only when there are some;
+ *   uid   the run has a uid of its own: they are that uid's processes in /proc (kill(-1)
+ *         would report success for any process on the host, even ones it may not signal);
+ *   group only the program's process group (weakest: no private uid, no namespace).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,10 +31,17 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+enum mode { MODE_NS, MODE_UID, MODE_GROUP };
 
 static void reap_ready(void) {
     while (waitpid(-1, NULL, WNOHANG) > 0) {
@@ -37,7 +49,10 @@ static void reap_ready(void) {
 }
 
 static void reap_all(void) {
-    while (waitpid(-1, NULL, 0) > 0 || errno == EINTR) {
+    for (;;) {
+        if (waitpid(-1, NULL, 0) > 0) continue;
+        if (errno == EINTR) continue;
+        break;
     }
 }
 
@@ -62,54 +77,127 @@ static int kill_own_uid(void) {
     return found;
 }
 
+static int kill_leftovers(enum mode mode, pid_t group) {
+    int found = 0;
+    reap_ready(); /* children that already exited are not stragglers */
+    if (mode == MODE_NS) found = kill(-1, SIGKILL) == 0;
+    if (mode == MODE_UID) found = kill_own_uid() > 0;
+    if (mode == MODE_GROUP) found = killpg(group, SIGKILL) == 0;
+    if (found) reap_all();
+    return found;
+}
+
+static void close_descriptors_from(int first) {
+    long limit = sysconf(_SC_OPEN_MAX);
+    if (limit < 0 || limit > 65536) limit = 65536;
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, first, ~0U, 0) == 0) return;
+#endif
+    for (int fd = first; fd < limit; fd++) close(fd);
+}
+
+static long long elapsed_ns(const struct timespec *from, const struct timespec *to) {
+    return (long long)(to->tv_sec - from->tv_sec) * 1000000000LL + (to->tv_nsec - from->tv_nsec);
+}
+
 int main(int argc, char **argv) {
-    if (argc < 5 || strcmp(argv[3], "--") != 0) {
-        fprintf(stderr, "usage: maxcode-init STATUS_FD ns|uid|group -- PROGRAM ARGS...\n");
+    if (argc < 7) {
+        fprintf(stderr, "usage: maxcode-init STATUS_FD ns|uid|group TIMEOUT_MS N "
+                        "[STDIN STDOUT STDERR AUX DIR]... -- PROGRAM ARGS...\n");
         return 125;
     }
     int status_fd = atoi(argv[1]);
-    int namespace_init = strcmp(argv[2], "ns") == 0;
-    int own_group = strcmp(argv[2], "group") == 0;
+    enum mode mode = strcmp(argv[2], "ns") == 0 ? MODE_NS
+                     : strcmp(argv[2], "uid") == 0 ? MODE_UID
+                                                   : MODE_GROUP;
+    long timeout_ms = atol(argv[3]);
+    int runs = atoi(argv[4]);
+    int program = 5 + 5 * runs + 1;
+    if (runs < 1 || program >= argc || strcmp(argv[program - 1], "--") != 0) {
+        fprintf(stderr, "maxcode-init: bad arguments\n");
+        return 125;
+    }
     prctl(PR_SET_DUMPABLE, 0);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     fcntl(status_fd, F_SETFD, FD_CLOEXEC);
-
-    struct timespec started, ended;
-    clock_gettime(CLOCK_MONOTONIC, &started);
-    pid_t child = fork();
-    if (child < 0) {
-        dprintf(status_fd, "error=fork errno=%d\n", errno);
-        return 125;
+    for (int run = 0; run < runs; run++) {
+        for (int k = 0; k < 4; k++) {
+            int fd = atoi(argv[5 + 5 * run + k]);
+            if (fd >= 0) fcntl(fd, F_SETFD, FD_CLOEXEC);
+        }
     }
-    if (child == 0) {
-        if (own_group) setpgid(0, 0);
-        execvp(argv[4], argv + 4);
-        fprintf(stderr, "maxcode-init: cannot run %s: %s\n", argv[4], strerror(errno));
-        _exit(127);
-    }
-    if (own_group) setpgid(child, child);
-    int status = 0;
-    struct rusage usage;
-    memset(&usage, 0, sizeof usage);
-    while (wait4(child, &status, 0, &usage) < 0) {
-        if (errno != EINTR) break;
-    }
-    clock_gettime(CLOCK_MONOTONIC, &ended);
 
-    /* Children that already exited are not stragglers: reap them before looking. */
-    reap_ready();
-    int stragglers = 0;
-    if (namespace_init) stragglers = kill(-1, SIGKILL) == 0;
-    if (own_group) stragglers = killpg(child, SIGKILL) == 0;
-    if (!namespace_init && !own_group) stragglers = kill_own_uid() > 0;
-    if (stragglers) reap_all();
+    int last_status = 0;
+    for (int run = 0; run < runs; run++) {
+        int in = atoi(argv[5 + 5 * run]), out = atoi(argv[6 + 5 * run]);
+        int err = atoi(argv[7 + 5 * run]), aux = atoi(argv[8 + 5 * run]);
+        const char *dir = argv[9 + 5 * run];
+        struct timespec started, ended;
+        clock_gettime(CLOCK_MONOTONIC, &started);
+        pid_t child = fork();
+        if (child < 0) {
+            dprintf(status_fd, "run=%d error=fork errno=%d\n", run, errno);
+            return 125;
+        }
+        if (child == 0) {
+            if (mode == MODE_GROUP) setpgid(0, 0);
+            if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 || chdir(dir) != 0) _exit(126);
+            if (aux >= 0 && (aux == 3 ? fcntl(3, F_SETFD, 0) : dup2(aux, 3)) < 0) _exit(126);
+            setenv("HOME", dir, 1);
+            setenv("TMPDIR", dir, 1);
+            close_descriptors_from(aux >= 0 ? 4 : 3);
+            execvp(argv[program], argv + program);
+            fprintf(stderr, "maxcode-init: cannot run %s: %s\n", argv[program], strerror(errno));
+            _exit(127);
+        }
+        if (mode == MODE_GROUP) setpgid(child, child);
 
-    long long wall_ns = (long long)(ended.tv_sec - started.tv_sec) * 1000000000LL +
-                        (ended.tv_nsec - started.tv_nsec);
-    long long cpu_us = (long long)(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000000LL +
-                       usage.ru_utime.tv_usec + usage.ru_stime.tv_usec;
-    dprintf(status_fd, "status=%d wall_ns=%lld cpu_us=%lld maxrss_kb=%ld stragglers=%d\n", status,
-            wall_ns, cpu_us, usage.ru_maxrss, stragglers);
-    if (WIFEXITED(status)) return WEXITSTATUS(status);
-    return 128 + WTERMSIG(status);
+        int timed_out = 0;
+        int pidfd = (int)syscall(SYS_pidfd_open, child, 0);
+        if (pidfd >= 0) {
+            struct pollfd ready = {.fd = pidfd, .events = POLLIN};
+            int waited;
+            do {
+                struct timespec now;
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                long left = timeout_ms - elapsed_ns(&started, &now) / 1000000LL;
+                waited = left > 0 ? poll(&ready, 1, (int)left) : 0;
+            } while (waited < 0 && errno == EINTR);
+            if (waited == 0) timed_out = 1;
+            close(pidfd);
+        } else {
+            /* No pidfd (old kernel): poll for the exit in small steps. */
+            for (;;) {
+                siginfo_t info;
+                memset(&info, 0, sizeof info);
+                if (waitid(P_PID, child, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid) break;
+                struct timespec now, pause = {0, 200000};
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                if (elapsed_ns(&started, &now) / 1000000LL >= timeout_ms) {
+                    timed_out = 1;
+                    break;
+                }
+                nanosleep(&pause, NULL);
+            }
+        }
+        clock_gettime(CLOCK_MONOTONIC, &ended);
+        if (timed_out) kill(child, SIGKILL);
+        int status = 0;
+        struct rusage usage;
+        memset(&usage, 0, sizeof usage);
+        while (wait4(child, &status, 0, &usage) < 0) {
+            if (errno != EINTR) break;
+        }
+        int stragglers = kill_leftovers(mode, child);
+        long long cpu_us = (long long)(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000000LL +
+                           usage.ru_utime.tv_usec + usage.ru_stime.tv_usec;
+        dprintf(status_fd,
+                "run=%d status=%d wall_ns=%lld cpu_us=%lld maxrss_kb=%ld stragglers=%d "
+                "timed_out=%d\n",
+                run, status, elapsed_ns(&started, &ended), cpu_us, usage.ru_maxrss, stragglers,
+                timed_out);
+        last_status = status;
+    }
+    if (WIFEXITED(last_status)) return WEXITSTATUS(last_status);
+    return 128 + WTERMSIG(last_status);
 }

@@ -33,6 +33,7 @@ import importlib.resources
 import os
 import re
 import resource
+import secrets
 import select
 import shutil
 import signal
@@ -40,7 +41,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -184,6 +185,19 @@ def detect_isolation() -> Isolation:
     return "rlimits"
 
 
+@dataclass(frozen=True)
+class Run:
+    """One execution of the program in a batch."""
+
+    stdin: Path | None = None
+    """File fed to stdin (None: empty input)."""
+    workdir: Path | None = None
+    """A prepared folder (from ``make_scratch``) to run in and keep; None: a fresh private
+    folder that no other run of the batch can find, deleted afterwards."""
+    aux_fd: int | None = None
+    """A descriptor of the parent's handed to the program as descriptor 3 (valgrind's log)."""
+
+
 class Sandbox:
     """Runs commands under one isolation level (``auto``: the strongest available)."""
 
@@ -195,54 +209,80 @@ class Sandbox:
         self,
         argv: Sequence[str],
         *,
-        scratch: Path,
+        scratch: Path | None = None,
         stdin: Path | None = None,
         readonly: Sequence[Path] = (),
         limits: Limits | None = None,
         cpu: int | None = None,
         env: Mapping[str, str] | None = None,
-        pass_fds: Sequence[int] = (),
     ) -> SandboxResult:
-        """Run ``argv`` with ``scratch`` (from ``make_scratch``, empty or prepared) as its only
-        writable place and working directory; ``readonly`` paths are visible read-only;
-        ``cpu`` pins the run to one CPU; ``pass_fds`` stay open in the program."""
+        """Run ``argv`` once; ``scratch`` (from ``make_scratch``) is its working folder, kept."""
+        run = Run(stdin=stdin, workdir=scratch)
+        return self.run_batch(argv, [run], readonly=readonly, limits=limits, cpu=cpu, env=env)[0]
+
+    def run_batch(
+        self,
+        argv: Sequence[str],
+        runs: Sequence[Run],
+        *,
+        readonly: Sequence[Path] = (),
+        limits: Limits | None = None,
+        cpu: int | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> list[SandboxResult]:
+        """Run ``argv`` once per ``Run``, one after the other, in one sandbox.
+
+        Each run gets its own working folder, its own descriptors and the full limits; what a
+        run leaves behind (processes, files in its private folder) does not reach the next.
+        ``readonly`` paths are visible read-only; ``cpu`` pins every run to one CPU.
+        """
         limits = limits or Limits()
-        scratch = scratch.resolve()
         uid = _uids.acquire() if self.drops_uid else None
+        private_root = make_scratch("maxcode-batch-")
         try:
-            if uid is not None:
-                _chown_tree(scratch, uid)
+            # Other uids may enter the root but not list it: a run cannot find its siblings.
+            os.chmod(private_root, 0o711 if uid is not None else 0o311)
+            workdirs = []
+            for run in runs:
+                if run.workdir is not None:
+                    workdir = run.workdir.resolve()
+                else:
+                    workdir = private_root / secrets.token_hex(16)
+                    workdir.mkdir(mode=0o700)
+                if uid is not None:
+                    _chown_tree(workdir, uid)
+                workdirs.append(workdir)
             with tempfile.TemporaryDirectory(prefix="maxcode-io-") as io_dir:
-                return self._run(
-                    argv, scratch, stdin, readonly, limits, cpu, env, uid, Path(io_dir), pass_fds
-                )
+                batch = _Batch(self, argv, runs, workdirs, private_root, Path(io_dir), uid)
+                return batch.execute(readonly, limits, cpu, env or {})
         finally:
             if uid is not None:
                 _uids.release(uid)
+            os.chmod(private_root, 0o700)
+            shutil.rmtree(private_root, ignore_errors=True)
 
-    def _command(
+    def wrap(
         self,
         argv: Sequence[str],
-        scratch: Path,
+        writable: Sequence[Path],
         readonly: Sequence[Path],
-        environment: dict[str, str],
+        environment: Mapping[str, str],
         uid: int | None,
-        status_fd: int,
     ) -> list[str]:
-        init = _init_binary()
-        reach = "ns" if self.isolation != "rlimits" else "uid" if uid is not None else "group"
-        argv = [str(init), str(status_fd), reach, "--", *argv]
+        """The command that starts ``argv`` (already prefixed by the init) at this level."""
         if self.isolation == "bwrap":
             # --as-pid-1 makes our init pid 1. bwrap's own init would be left a zombie for the
             # host's pid 1 to reap, which a container's pid 1 may never do.
             command = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1"]
             command += _system_binds()
-            command += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-            command += ["--ro-bind", str(init.parent), str(init.parent)]
+            command += ["--proc", "/proc", "--dev", "/dev", "--dir", "/tmp"]
             for path in readonly:
                 resolved = str(Path(path).resolve())
                 command += ["--ro-bind", resolved, resolved]
-            command += ["--bind", str(scratch), str(scratch), "--chdir", str(scratch)]
+            for path in writable:
+                command += ["--bind", str(path), str(path)]
+            # Nothing but the bound folders stays writable: no /tmp or /dev/shm shared by runs.
+            command += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", "/"]
             command += ["--clearenv"]
             for key, value in environment.items():
                 command += ["--setenv", key, value]
@@ -257,131 +297,119 @@ class Sandbox:
             return [*command, "--", *drop, *argv]
         return list(argv)
 
-    def _run(
-        self,
-        argv: Sequence[str],
-        scratch: Path,
-        stdin: Path | None,
-        readonly: Sequence[Path],
-        limits: Limits,
-        cpu: int | None,
-        env: Mapping[str, str] | None,
-        uid: int | None,
-        io_dir: Path,
-        pass_fds: Sequence[int],
-    ) -> SandboxResult:
+
+@dataclass
+class _Batch:
+    """One start of the sandbox running several runs: the descriptors, the wait, the report."""
+
+    sandbox: Sandbox
+    argv: Sequence[str]
+    runs: Sequence[Run]
+    workdirs: list[Path]
+    private_root: Path
+    io_dir: Path
+    uid: int | None
+
+    def execute(
+        self, readonly: Sequence[Path], limits: Limits, cpu: int | None, env: Mapping[str, str]
+    ) -> list[SandboxResult]:
         environment = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": str(scratch),
-            "TMPDIR": str(scratch),
             "LANG": "C.UTF-8",
             "LC_ALL": "C.UTF-8",
-            **(env or {}),
+            **env,
         }
-        status_path = io_dir / "status"
-        status_fd = os.open(status_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        isolation = self.sandbox.isolation
+        reach = "ns" if isolation != "rlimits" else "uid" if self.uid is not None else "group"
+        opened: list[int] = []
         try:
-            command = self._command(argv, scratch, readonly, environment, uid, status_fd)
-        except BaseException:
-            os.close(status_fd)
-            raise
-        cpu_seconds = limits.cpu_s if limits.cpu_s is not None else limits.wall_s + 1
-        # unshare drops the uid itself, after making its namespaces.
-        as_uid = None if self.isolation == "unshare" else uid
+            status_fd = self._open(self.io_dir / "status", os.O_RDWR | os.O_CREAT, opened)
+            init_args = [str(_init_binary()), str(status_fd), reach]
+            init_args += [str(max(1, int(limits.wall_s * 1000))), str(len(self.runs))]
+            for index, (run, workdir) in enumerate(zip(self.runs, self.workdirs)):
+                stdin_fd = self._open(run.stdin or Path(os.devnull), os.O_RDONLY, opened)
+                out_fd = self._open(self.io_dir / f"out.{index}", os.O_WRONLY | os.O_CREAT, opened)
+                err_fd = self._open(self.io_dir / f"err.{index}", os.O_WRONLY | os.O_CREAT, opened)
+                aux = -1 if run.aux_fd is None else run.aux_fd
+                init_args += [str(stdin_fd), str(out_fd), str(err_fd), str(aux), str(workdir)]
+            init_args += ["--", *self.argv]
+            writable = [self.private_root] + [
+                workdir for workdir in self.workdirs if workdir.parent != self.private_root
+            ]
+            readonly = [*readonly, _init_binary().parent]
+            command = self.sandbox.wrap(init_args, writable, readonly, environment, self.uid)
+            passed = tuple(opened) + tuple(
+                run.aux_fd for run in self.runs if run.aux_fd is not None
+            )
+            started = time.perf_counter()
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=self._open(self.io_dir / "wrapper.err", os.O_WRONLY | os.O_CREAT, opened),
+                cwd="/",
+                env=environment,
+                start_new_session=True,
+                preexec_fn=_child_setup(limits, cpu, self.uid, isolation),
+                close_fds=True,
+                pass_fds=passed,
+            )
+            # The init enforces each run's limit; this is the backstop for the whole batch.
+            backstop = len(self.runs) * (limits.wall_s + 1.0) + 5.0
+            finished, wall = _wait_until(process.pid, started, backstop)
+            if not finished:
+                _kill_group(process.pid)
+            os.wait4(process.pid, 0)
+            process.returncode = 0
+        finally:
+            for fd in opened:
+                os.close(fd)
+        stragglers = False
+        if self.uid is not None and isolation != "bwrap":
+            stragglers = _kill_uid(self.uid)
+        reports = _read_reports(self.io_dir / "status")
+        wrapper_error = _head_and_tail(self.io_dir / "wrapper.err")
+        results = [
+            self._result(index, reports.get(index), limits, wrapper_error)
+            for index in range(len(self.runs))
+        ]
+        program_time = sum(result.wall_s for result in results)
+        if results:
+            results[0].startup_s = max(0.0, wall - program_time)
+            results[-1].stragglers_killed = results[-1].stragglers_killed or stragglers
+        return results
 
-        def in_child() -> None:
-            # Runs between fork and exec: keep it to system calls.
-            def limit(kind: int, value: int) -> None:
-                resource.setrlimit(kind, (value, value))
-
-            limit(resource.RLIMIT_CORE, 0)
-            limit(resource.RLIMIT_FSIZE, limits.file_size_bytes)
-            soft_cpu = max(1, int(cpu_seconds + 0.999))
-            resource.setrlimit(resource.RLIMIT_CPU, (soft_cpu, soft_cpu + 1))
-            if limits.memory_bytes is not None:
-                limit(resource.RLIMIT_AS, limits.memory_bytes)
-            if cpu is not None:
-                os.sched_setaffinity(0, {cpu})
-            if uid is not None:
-                limit(resource.RLIMIT_NPROC, limits.processes)
-            if as_uid is not None:
-                os.setgroups([])
-                os.setgid(as_uid)
-                os.setuid(as_uid)
-
-        stdout_path, stderr_path = io_dir / "stdout", io_dir / "stderr"
-        with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-            stdin_file = open(stdin, "rb") if stdin else open(os.devnull, "rb")  # noqa: SIM115
-            with stdin_file:
-                started = time.perf_counter()
-                process = subprocess.Popen(
-                    command,
-                    stdin=stdin_file,
-                    stdout=out,
-                    stderr=err,
-                    cwd=scratch,
-                    env=environment,
-                    start_new_session=True,
-                    preexec_fn=in_child,
-                    close_fds=True,
-                    pass_fds=(status_fd, *pass_fds),
-                )
-                finished, wall = _wait_until(process.pid, started, limits.wall_s)
-                if not finished:
-                    _kill_group(process.pid)
-                _, status, usage = os.wait4(process.pid, 0)
-                process.returncode = os.waitstatus_to_exitcode(status)
-        os.close(status_fd)
-        report = _read_report(status_path)
-        stragglers = bool(report.get("stragglers"))
-        if uid is not None and self.isolation != "bwrap":
-            stragglers = _kill_uid(uid) or stragglers
-        return self._result(
-            status,
-            usage,
-            wall,
-            finished,
-            limits,
-            cpu_seconds,
-            stdout_path,
-            stderr_path,
-            stragglers,
-            report,
-        )
+    @staticmethod
+    def _open(path: Path, flags: int, opened: list[int]) -> int:
+        fd = os.open(path, flags, 0o600)
+        opened.append(fd)
+        return fd
 
     def _result(
-        self,
-        status: int,
-        usage: resource.struct_rusage,
-        wall: float,
-        finished: bool,
-        limits: Limits,
-        cpu_seconds: float,
-        stdout_path: Path,
-        stderr_path: Path,
-        stragglers: bool,
-        report: dict[str, int],
+        self, index: int, report: dict[str, int] | None, limits: Limits, wrapper_error: str
     ) -> SandboxResult:
-        exit_code: int | None = None
-        signal_number: int | None = None
-        program_wall = wall
-        if "status" in report:
-            # The init saw the program itself end: trust its account over the wrapper's.
-            status = report["status"]
-            program_wall = report["wall_ns"] / 1e9
-        if os.WIFSIGNALED(status):
-            signal_number = os.WTERMSIG(status)
-        else:
-            exit_code = os.WEXITSTATUS(status)
-            # Without the init's report, the exit status is the wrappers' (bwrap, unshare, the
-            # init itself), which report a program killed by signal N as 128 + N.
-            if "status" not in report and exit_code > 128 and exit_code - 128 < signal.NSIG:
-                signal_number, exit_code = exit_code - 128, None
-        stdout = stdout_path.read_bytes()[: limits.file_size_bytes]
-        stderr = _head_and_tail(stderr_path)
-        cpu_used = usage.ru_utime + usage.ru_stime
+        stdout = (self.io_dir / f"out.{index}").read_bytes()[: limits.file_size_bytes]
+        stderr = _head_and_tail(self.io_dir / f"err.{index}")
+        if report is None or "status" not in report:
+            # The init never reported this run: the sandbox failed, or the batch was killed.
+            return SandboxResult(
+                exit_code=None,
+                signal=signal.SIGKILL,
+                limit_hit="wall",
+                wall_s=0.0,
+                cpu_s=0.0,
+                max_rss_kb=0,
+                stdout=stdout,
+                stderr=(stderr + wrapper_error).strip(),
+                isolation=self.sandbox.isolation,
+            )
+        status = report["status"]
+        exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+        signal_number = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        cpu_used = report["cpu_us"] / 1e6
+        cpu_seconds = limits.cpu_s if limits.cpu_s is not None else limits.wall_s + 1
         limit_hit: LimitHit | None = None
-        if not finished:
+        if report.get("timed_out"):
             limit_hit = "wall"
         elif signal_number == signal.SIGXFSZ:
             limit_hit = "output"
@@ -395,24 +423,57 @@ class Sandbox:
             exit_code=exit_code,
             signal=signal_number,
             limit_hit=limit_hit,
-            wall_s=program_wall,
+            wall_s=report["wall_ns"] / 1e9,
             cpu_s=cpu_used,
-            max_rss_kb=usage.ru_maxrss,
+            max_rss_kb=report["maxrss_kb"],
             stdout=stdout,
             stderr=stderr,
-            isolation=self.isolation,
-            stragglers_killed=stragglers,
-            startup_s=max(0.0, wall - program_wall),
+            isolation=self.sandbox.isolation,
+            stragglers_killed=bool(report.get("stragglers")),
         )
+
+
+def _child_setup(
+    limits: Limits, cpu: int | None, uid: int | None, isolation: Isolation
+) -> Callable[[], None]:
+    """What the sandbox's first process does between fork and exec: limits, CPU, uid."""
+    cpu_seconds = limits.cpu_s if limits.cpu_s is not None else limits.wall_s + 1
+    # unshare drops the uid itself, after making its namespaces.
+    as_uid = None if isolation == "unshare" else uid
+
+    def setup() -> None:
+        def limit(kind: int, value: int) -> None:
+            resource.setrlimit(kind, (value, value))
+
+        limit(resource.RLIMIT_CORE, 0)
+        limit(resource.RLIMIT_FSIZE, limits.file_size_bytes)
+        soft_cpu = max(1, int(cpu_seconds + 0.999))
+        resource.setrlimit(resource.RLIMIT_CPU, (soft_cpu, soft_cpu + 1))
+        if limits.memory_bytes is not None:
+            limit(resource.RLIMIT_AS, limits.memory_bytes)
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})
+        if uid is not None:
+            limit(resource.RLIMIT_NPROC, limits.processes)
+        if as_uid is not None:
+            os.setgroups([])
+            os.setgid(as_uid)
+            os.setuid(as_uid)
+
+    return setup
 
 
 _REPORT_FIELD = re.compile(r"(\w+)=(-?\d+)")
 
 
-def _read_report(path: Path) -> dict[str, int]:
-    """The init's status line (empty when the init was killed before writing it)."""
-    text = path.read_text(errors="replace")
-    return {key: int(value) for key, value in _REPORT_FIELD.findall(text)}
+def _read_reports(path: Path) -> dict[int, dict[str, int]]:
+    """The init's status lines by run (a run is missing when the init was killed first)."""
+    reports = {}
+    for line in path.read_text(errors="replace").splitlines():
+        fields = {key: int(value) for key, value in _REPORT_FIELD.findall(line)}
+        if "run" in fields:
+            reports[fields["run"]] = fields
+    return reports
 
 
 @cache

@@ -13,6 +13,7 @@ import pytest
 
 from maxcode.evaluate.sandbox import (
     Limits,
+    Run,
     Sandbox,
     SandboxResult,
     detect_isolation,
@@ -178,3 +179,47 @@ def test_program_time_excludes_sandbox_start(sandbox: Sandbox, tmp_path: Path) -
     result = _sh(sandbox, "sleep 0.2", tmp_path)
     assert 0.19 < result.wall_s < 0.3
     assert result.startup_s > 0
+
+
+def test_runs_of_a_batch_cannot_leave_state_for_each_other(sandbox: Sandbox) -> None:
+    # Run 0 tries to stash a file everywhere it can; run 1 looks for it.
+    stash = f"stash-{os.getpid()}-{sandbox.isolation}"
+    script = (
+        'if [ "$(cat)" = write ]; then '
+        "for d in . .. /tmp /dev/shm $HOME; do echo stash > $d/STASH 2>/dev/null; done; "
+        "ls .. > /dev/null 2>&1 && echo listed-siblings; "
+        "else for d in .. /tmp /dev/shm $HOME; do cat $d/STASH 2>/dev/null; done; "
+        "ls .. 2>/dev/null | head -3; fi; pwd"
+    ).replace("STASH", stash)
+    inputs = make_scratch()
+    (inputs / "write").write_text("write")
+    (inputs / "read").write_text("read")
+    runs = [Run(stdin=inputs / "write"), Run(stdin=inputs / "read")]
+    try:
+        first, second = sandbox.run_batch(["sh", "-c", script], runs)
+    finally:
+        leaked = [Path(folder, stash) for folder in ("/tmp", "/dev/shm")]
+        leaked_exist = [path.exists() for path in leaked]
+        for path in leaked:
+            path.unlink(missing_ok=True)
+    assert b"listed-siblings" not in first.stdout
+    assert first.stdout.splitlines()[-1] != second.stdout.splitlines()[-1]
+    if sandbox.isolation == "bwrap":
+        assert b"stash" not in second.stdout
+        assert not any(leaked_exist)
+    else:
+        # The weaker levels share the host's /tmp and /dev/shm: only the private folders hold.
+        assert second.stdout.count(b"stash") <= 2
+
+
+def test_each_run_of_a_batch_gets_its_own_limits_and_report(sandbox: Sandbox) -> None:
+    inputs = make_scratch()
+    for name in ("fast", "loop", "fail"):
+        (inputs / name).write_text(name)
+    script = 'case "$(cat)" in fast) echo ok;; loop) while :; do :; done;; fail) exit 4;; esac'
+    runs = [Run(stdin=inputs / name) for name in ("fast", "loop", "fail", "fast")]
+    results = sandbox.run_batch(["sh", "-c", script], runs, limits=Limits(wall_s=0.5))
+    assert [result.stdout for result in results] == [b"ok\n", b"", b"", b"ok\n"]
+    assert [result.limit_hit for result in results] == [None, "wall", None, None]
+    assert results[2].exit_code == 4
+    assert 0.45 < results[1].wall_s < 1.0

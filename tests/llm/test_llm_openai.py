@@ -1,0 +1,294 @@
+"""The openai provider against a fake OpenAI-compatible server, through the real SDK."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from fake_llm_server import FakeLLMServer, Step
+
+from maxcode.errors import MaxcodeError
+from maxcode.llm import (
+    Completion,
+    InMemoryCallLog,
+    LLMConfigError,
+    LLMProvider,
+    LLMRequest,
+    LLMRequestError,
+    LLMUnavailableError,
+    RetryPolicy,
+    extract_code,
+    resolve_model,
+)
+
+
+def _provider(
+    server: FakeLLMServer, retry: RetryPolicy, log: InMemoryCallLog, model: str = "gpt-4o-mini"
+) -> LLMProvider:
+    return resolve_model(f"openai/{model}", base_url=server.url, retry=retry, call_log=log)
+
+
+def _generate(provider: LLMProvider, request: LLMRequest) -> list[Completion]:
+    async def run() -> list[Completion]:
+        async with provider:
+            return await provider.generate(request)
+
+    return asyncio.run(run())
+
+
+def test_normal_answer_with_usage_and_cost(
+    fake_server: FakeLLMServer, fast_retry: RetryPolicy
+) -> None:
+    fake_server.script(Step(texts=["```cpp\nint main() {}\n```"], prompt_tokens=100))
+    log = InMemoryCallLog()
+    request = LLMRequest.from_prompt("make it fast", system="be brief", max_tokens=50, stop=["END"])
+    [completion] = _generate(_provider(fake_server, fast_retry, log), request)
+    assert completion.text == "```cpp\nint main() {}\n```"
+    assert (completion.prompt_tokens, completion.completion_tokens) == (100, 5)
+    assert completion.cost_usd == pytest.approx((100 * 0.15 + 5 * 0.60) / 1e6)
+    assert completion.finish_reason == "stop"
+    assert extract_code(completion.text, "cpp") == "int main() {}\n"
+    sent = fake_server.seen[-1]
+    assert sent.path == "/v1/chat/completions"
+    assert sent.body["messages"][0] == {"role": "system", "content": "be brief"}
+    assert sent.body["max_tokens"] == 50 and sent.body["stop"] == ["END"]
+    [call] = log.calls
+    assert call.error is None and call.responses == [completion.text]
+    assert (call.provider, call.model, call.attempts) == ("openai", "gpt-4o-mini", 1)
+    assert call.cost_usd == pytest.approx(completion.cost_usd)
+
+
+def test_n_choices_in_one_request(fake_server: FakeLLMServer, fast_retry: RetryPolicy) -> None:
+    fake_server.script(Step(texts=["a", "b", "c"], prompt_tokens=30, completion_tokens=4))
+    log = InMemoryCallLog()
+    completions = _generate(
+        _provider(fake_server, fast_retry, log), LLMRequest.from_prompt("x", n=3)
+    )
+    assert [c.text for c in completions] == ["a", "b", "c"]
+    assert fake_server.count() == 1 and fake_server.seen[0].body["n"] == 3
+    # Usage is shared among the choices so that sums are exact.
+    assert sum(c.prompt_tokens or 0 for c in completions) == 30
+    assert sum(c.completion_tokens or 0 for c in completions) == 12
+    assert log.calls[0].prompt_tokens == 30 and log.calls[0].completion_tokens == 12
+
+
+def test_server_ignoring_n_is_emulated_by_parallel_requests(
+    fake_server: FakeLLMServer, fast_retry: RetryPolicy
+) -> None:
+    fake_server.default = Step(texts=["same"], ignore_n=True, delay_s=0.2)
+    log = InMemoryCallLog()
+    provider = _provider(fake_server, fast_retry, log)
+
+    async def run() -> tuple[list[Completion], float]:
+        async with provider:
+            first = await provider.generate(LLMRequest.from_prompt("x", n=4))
+            began = time.perf_counter()
+            second = await provider.generate(LLMRequest.from_prompt("y", n=4))
+            return first + second, time.perf_counter() - began
+
+    completions, second_call_s = asyncio.run(run())
+    assert len(completions) == 8
+    # First call: 1 request with n=4 that returned 1 choice, then 3 more; second call goes
+    # parallel from the start: 4 requests, in about the time of one.
+    assert fake_server.count() == 4 + 4
+    assert second_call_s < 0.6
+    assert log.calls[0].attempts == 4 and log.calls[0].prompt_tokens == 40
+
+
+def test_429_with_retry_after_then_success(
+    fake_server: FakeLLMServer, fast_retry: RetryPolicy
+) -> None:
+    fake_server.script(Step(status=429, headers={"retry-after": "0.15"}), Step(texts=["fine"]))
+    log = InMemoryCallLog()
+    began = time.perf_counter()
+    [completion] = _generate(_provider(fake_server, fast_retry, log), LLMRequest.from_prompt("x"))
+    assert completion.text == "fine"
+    assert time.perf_counter() - began >= 0.15  # the server's Retry-After was honoured
+    assert fake_server.count() == 2 and log.calls[0].attempts == 2 and log.calls[0].error is None
+
+
+def test_persistent_500_gives_unavailable_after_retries(
+    fake_server: FakeLLMServer, fast_retry: RetryPolicy
+) -> None:
+    fake_server.default = Step(status=500)
+    log = InMemoryCallLog()
+    with pytest.raises(LLMUnavailableError, match="HTTP 500") as caught:
+        _generate(_provider(fake_server, fast_retry, log), LLMRequest.from_prompt("x"))
+    assert isinstance(caught.value, MaxcodeError) and caught.value.kind == "server_error"
+    assert fake_server.count() == 1 + fast_retry.max_retries
+    [call] = log.calls
+    assert call.error is not None and call.error.kind == "server_error"
+    assert call.responses == [] and call.attempts == 3 and call.cost_usd == 0.0
+
+
+def test_sdk_retries_are_off_ours_count(fake_server: FakeLLMServer) -> None:
+    fake_server.default = Step(status=503)
+    retry = RetryPolicy(max_retries=0)
+    with pytest.raises(LLMUnavailableError):
+        _generate(_provider(fake_server, retry, InMemoryCallLog()), LLMRequest.from_prompt("x"))
+    assert fake_server.count() == 1
+    assert fake_server.seen[0].headers.get("x-stainless-retry-count", "0") == "0"
+
+
+def test_slow_reply_times_out_is_retried_then_fails(
+    fake_server: FakeLLMServer, fast_retry: RetryPolicy
+) -> None:
+    fake_server.default = Step(delay_s=3.0)
+    log = InMemoryCallLog()
+    began = time.perf_counter()
+    with pytest.raises(LLMUnavailableError, match=r"within 0\.3 s") as caught:
+        _generate(_provider(fake_server, fast_retry, log), LLMRequest.from_prompt("x", timeout=0.3))
+    assert caught.value.kind == "timeout"
+    assert time.perf_counter() - began < 2.5
+    assert fake_server.count() == 3 and log.calls[0].error is not None
+
+
+def test_timeout_then_success(fake_server: FakeLLMServer, fast_retry: RetryPolicy) -> None:
+    fake_server.script(Step(delay_s=2.0), Step(texts=["late but fine"]))
+    [completion] = _generate(
+        _provider(fake_server, fast_retry, InMemoryCallLog()),
+        LLMRequest.from_prompt("x", timeout=0.3),
+    )
+    assert completion.text == "late but fine"
+
+
+@pytest.mark.parametrize(
+    "body", [b"{not json", b'{"unexpected": true}', b"<html>proxy error</html>", b""]
+)
+def test_malformed_reply_is_retried_then_clear_error(
+    fake_server: FakeLLMServer, fast_retry: RetryPolicy, body: bytes
+) -> None:
+    fake_server.default = Step(raw_body=body)
+    log = InMemoryCallLog()
+    with pytest.raises(LLMUnavailableError) as caught:
+        _generate(_provider(fake_server, fast_retry, log), LLMRequest.from_prompt("x"))
+    assert caught.value.kind == "malformed_response"
+    assert "\n" not in str(caught.value)
+    assert fake_server.count() == 3
+
+
+def test_malformed_then_good_reply_recovers(
+    fake_server: FakeLLMServer, fast_retry: RetryPolicy
+) -> None:
+    fake_server.script(Step(raw_body=b"{broken"), Step(texts=["recovered"]))
+    [completion] = _generate(
+        _provider(fake_server, fast_retry, InMemoryCallLog()), LLMRequest.from_prompt("x")
+    )
+    assert completion.text == "recovered"
+
+
+def test_answer_without_code_is_a_normal_outcome(
+    fake_server: FakeLLMServer, fast_retry: RetryPolicy
+) -> None:
+    fake_server.script(Step(texts=["I think the program is already optimal."]))
+    [completion] = _generate(
+        _provider(fake_server, fast_retry, InMemoryCallLog()), LLMRequest.from_prompt("x")
+    )
+    assert extract_code(completion.text, "cpp") is None
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_bad_key_is_a_config_error_at_once(
+    fake_server: FakeLLMServer, fast_retry: RetryPolicy, status: int
+) -> None:
+    fake_server.default = Step(status=status)
+    log = InMemoryCallLog()
+    with pytest.raises(LLMConfigError, match=f"HTTP {status}") as caught:
+        _generate(_provider(fake_server, fast_retry, log), LLMRequest.from_prompt("x"))
+    assert caught.value.kind == "auth" and caught.value.exit_code == 2
+    assert "OPENAI_API_KEY" in str(caught.value)
+    assert fake_server.count() == 1  # never retried
+    assert log.calls[0].error is not None and log.calls[0].error.kind == "auth"
+
+
+def test_unknown_model_is_a_config_error(
+    fake_server: FakeLLMServer, fast_retry: RetryPolicy
+) -> None:
+    fake_server.default = Step(status=404)
+    with pytest.raises(LLMConfigError, match="not found") as caught:
+        _generate(
+            _provider(fake_server, fast_retry, InMemoryCallLog(), model="nope"),
+            LLMRequest.from_prompt("x"),
+        )
+    assert caught.value.kind == "not_found" and fake_server.count() == 1
+
+
+def test_rejected_request_is_a_request_error(
+    fake_server: FakeLLMServer, fast_retry: RetryPolicy
+) -> None:
+    fake_server.default = Step(status=400)
+    with pytest.raises(LLMRequestError, match="HTTP 400"):
+        _generate(
+            _provider(fake_server, fast_retry, InMemoryCallLog()), LLMRequest.from_prompt("x")
+        )
+    assert fake_server.count() == 1
+
+
+def test_connection_refused_is_a_quick_config_error(closed_port: int) -> None:
+    log = InMemoryCallLog()
+    provider = resolve_model(
+        "vllm/some-model",
+        base_url=f"http://127.0.0.1:{closed_port}/v1",
+        call_log=log,
+        retry=RetryPolicy(max_retries=5, base_delay_s=10.0),  # backoff must not apply here
+    )
+    began = time.perf_counter()
+    with pytest.raises(LLMConfigError, match=r"cannot reach .*connection refused") as caught:
+        _generate(provider, LLMRequest.from_prompt("x"))
+    assert time.perf_counter() - began < 3.0
+    assert caught.value.kind == "unreachable"
+    assert log.calls[0].attempts == 3  # the first try and two quick retries
+
+
+def test_reasoning_models_get_max_completion_tokens_and_no_temperature(
+    fake_server: FakeLLMServer, fast_retry: RetryPolicy
+) -> None:
+    _generate(
+        _provider(fake_server, fast_retry, InMemoryCallLog(), model="o4-mini"),
+        LLMRequest.from_prompt("x", max_tokens=99, temperature=0.2, options={"seed": 7}),
+    )
+    body = fake_server.seen[-1].body
+    assert body["max_completion_tokens"] == 99 and "max_tokens" not in body
+    assert "temperature" not in body
+    assert body["seed"] == 7  # options go into the body
+
+
+def test_concurrency_limit_per_endpoint(fake_server: FakeLLMServer) -> None:
+    fake_server.default = Step(delay_s=0.2)
+    provider = resolve_model(
+        "openai/gpt-4o-mini", base_url=fake_server.url, max_concurrency=2, retry=RetryPolicy()
+    )
+
+    async def run() -> float:
+        async with provider:
+            began = time.perf_counter()
+            await asyncio.gather(
+                *(provider.generate(LLMRequest.from_prompt("x")) for _ in range(4))
+            )
+            return time.perf_counter() - began
+
+    elapsed = asyncio.run(run())
+    assert elapsed >= 0.39  # 4 requests, 2 at a time, 0.2 s each
+    assert fake_server.count() == 4
+
+
+def test_unknown_price_gives_none_not_zero(
+    fake_server: FakeLLMServer, fast_retry: RetryPolicy
+) -> None:
+    log = InMemoryCallLog()
+    [completion] = _generate(
+        _provider(fake_server, fast_retry, log, model="my-local-model"), LLMRequest.from_prompt("x")
+    )
+    assert completion.prompt_tokens == 10 and completion.cost_usd is None
+    assert log.calls[0].cost_usd is None and log.cost_usd is None
+
+
+def test_missing_usage_is_reported_as_unknown(
+    fake_server: FakeLLMServer, fast_retry: RetryPolicy
+) -> None:
+    fake_server.script(Step(usage=False))
+    log = InMemoryCallLog()
+    [completion] = _generate(_provider(fake_server, fast_retry, log), LLMRequest.from_prompt("x"))
+    assert completion.prompt_tokens is None and completion.cost_usd is None
+    assert log.calls[0].prompt_tokens is None

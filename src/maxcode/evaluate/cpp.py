@@ -25,6 +25,7 @@ import shutil
 import signal
 import statistics
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -161,11 +162,14 @@ def evaluate_cpp(
         raise TaskError("--metric instructions needs valgrind (apt-get install valgrind)")
     digest = hashlib.sha256(candidate.encode()).hexdigest()
     base = _Verdict(task, metric, sandbox.isolation, digest, _isolation_flags(sandbox))
-    reference_build = build_cpp(task.reference, task.compile_flags, sandbox)
+    # Both builds at once: they are independent and a machine has more than one core.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        building_reference = pool.submit(build_cpp, task.reference, task.compile_flags, sandbox)
+        building_candidate = pool.submit(build_cpp, candidate, task.compile_flags, sandbox)
+        reference_build, candidate_build = building_reference.result(), building_candidate.result()
     if not reference_build.ok or reference_build.binary is None:
         first = reference_build.diagnostics.strip().splitlines()[:1]
         raise TaskError(f"{task.origin}: the reference does not compile: {' '.join(first)}")
-    candidate_build = build_cpp(candidate, task.compile_flags, sandbox)
     if not candidate_build.ok or candidate_build.binary is None:
         return _compile_failure(base, candidate_build)
     programs = _Programs(_install(reference_build.binary), _install(candidate_build.binary))

@@ -1,7 +1,12 @@
 /*
  * maxcode-init: the trusted first process of every sandboxed batch of runs.
  *
- *   maxcode-init STATUS_FD MODE TIMEOUT_MS N  [STDIN STDOUT STDERR AUX DIR] x N  -- PROGRAM ARGS...
+ *   maxcode-init STATUS_FD MODE TIMEOUT_MS LIMITS N [STDIN STDOUT STDERR AUX DIR] x N -- PROGRAM ARGS
+ *
+ * LIMITS is "AS:CPU:FSIZE:NPROC:PIN": address space and file size in bytes, CPU seconds,
+ * process count, and the CPU to pin every run to; -1 leaves one unset. They are applied to
+ * each run's process (root ignores a process-count limit: the caller runs this as a uid of
+ * the run's own).
  *
  * For each of the N runs, one after the other, it starts PROGRAM in DIR with the given
  * descriptors as its stdin, stdout, stderr and descriptor 3 (AUX, -1 for none: valgrind's
@@ -24,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,13 +102,19 @@ static void close_descriptors_from(int first) {
     for (int fd = first; fd < limit; fd++) close(fd);
 }
 
+static void set_limit(int resource, long long soft, long long hard) {
+    if (soft < 0) return;
+    struct rlimit limit = {(rlim_t)soft, (rlim_t)hard};
+    if (setrlimit(resource, &limit) != 0) _exit(126);
+}
+
 static long long elapsed_ns(const struct timespec *from, const struct timespec *to) {
     return (long long)(to->tv_sec - from->tv_sec) * 1000000000LL + (to->tv_nsec - from->tv_nsec);
 }
 
 int main(int argc, char **argv) {
-    if (argc < 7) {
-        fprintf(stderr, "usage: maxcode-init STATUS_FD ns|uid|group TIMEOUT_MS N "
+    if (argc < 8) {
+        fprintf(stderr, "usage: maxcode-init STATUS_FD ns|uid|group TIMEOUT_MS LIMITS N "
                         "[STDIN STDOUT STDERR AUX DIR]... -- PROGRAM ARGS...\n");
         return 125;
     }
@@ -111,27 +123,40 @@ int main(int argc, char **argv) {
                      : strcmp(argv[2], "uid") == 0 ? MODE_UID
                                                    : MODE_GROUP;
     long timeout_ms = atol(argv[3]);
-    int runs = atoi(argv[4]);
-    int program = 5 + 5 * runs + 1;
+    long long limit_as = -1, limit_cpu = -1, limit_fsize = -1, limit_nproc = -1, pin = -1;
+    if (sscanf(argv[4], "%lld:%lld:%lld:%lld:%lld", &limit_as, &limit_cpu, &limit_fsize,
+               &limit_nproc, &pin) != 5) {
+        fprintf(stderr, "maxcode-init: bad limits %s\n", argv[4]);
+        return 125;
+    }
+    int runs = atoi(argv[5]);
+    int first = 6; /* the first run's STDIN */
+    int program = first + 5 * runs + 1;
     if (runs < 1 || program >= argc || strcmp(argv[program - 1], "--") != 0) {
         fprintf(stderr, "maxcode-init: bad arguments\n");
         return 125;
+    }
+    if (pin >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET((int)pin, &set);
+        sched_setaffinity(0, sizeof set, &set);
     }
     prctl(PR_SET_DUMPABLE, 0);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     fcntl(status_fd, F_SETFD, FD_CLOEXEC);
     for (int run = 0; run < runs; run++) {
         for (int k = 0; k < 4; k++) {
-            int fd = atoi(argv[5 + 5 * run + k]);
+            int fd = atoi(argv[first + 5 * run + k]);
             if (fd >= 0) fcntl(fd, F_SETFD, FD_CLOEXEC);
         }
     }
 
     int last_status = 0;
     for (int run = 0; run < runs; run++) {
-        int in = atoi(argv[5 + 5 * run]), out = atoi(argv[6 + 5 * run]);
-        int err = atoi(argv[7 + 5 * run]), aux = atoi(argv[8 + 5 * run]);
-        const char *dir = argv[9 + 5 * run];
+        int in = atoi(argv[first + 5 * run]), out = atoi(argv[first + 1 + 5 * run]);
+        int err = atoi(argv[first + 2 + 5 * run]), aux = atoi(argv[first + 3 + 5 * run]);
+        const char *dir = argv[first + 4 + 5 * run];
         struct timespec started, ended;
         clock_gettime(CLOCK_MONOTONIC, &started);
         pid_t child = fork();
@@ -143,6 +168,11 @@ int main(int argc, char **argv) {
             if (mode == MODE_GROUP) setpgid(0, 0);
             if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 || chdir(dir) != 0) _exit(126);
             if (aux >= 0 && (aux == 3 ? fcntl(3, F_SETFD, 0) : dup2(aux, 3)) < 0) _exit(126);
+            set_limit(RLIMIT_CORE, 0, 0);
+            set_limit(RLIMIT_AS, limit_as, limit_as);
+            set_limit(RLIMIT_FSIZE, limit_fsize, limit_fsize);
+            set_limit(RLIMIT_CPU, limit_cpu, limit_cpu < 0 ? -1 : limit_cpu + 1);
+            set_limit(RLIMIT_NPROC, limit_nproc, limit_nproc);
             setenv("HOME", dir, 1);
             setenv("TMPDIR", dir, 1);
             close_descriptors_from(aux >= 0 ? 4 : 3);

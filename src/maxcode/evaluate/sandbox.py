@@ -32,7 +32,6 @@ import hashlib
 import importlib.resources
 import os
 import re
-import resource
 import secrets
 import select
 import shutil
@@ -41,7 +40,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -325,7 +324,11 @@ class _Batch:
         try:
             status_fd = self._open(self.io_dir / "status", os.O_RDWR | os.O_CREAT, opened)
             init_args = [str(_init_binary()), str(status_fd), reach]
-            init_args += [str(max(1, int(limits.wall_s * 1000))), str(len(self.runs))]
+            init_args += [
+                str(max(1, int(limits.wall_s * 1000))),
+                _limits_arg(limits, cpu, self.uid),
+            ]
+            init_args += [str(len(self.runs))]
             for index, (run, workdir) in enumerate(zip(self.runs, self.workdirs)):
                 stdin_fd = self._open(run.stdin or Path(os.devnull), os.O_RDONLY, opened)
                 out_fd = self._open(self.io_dir / f"out.{index}", os.O_WRONLY | os.O_CREAT, opened)
@@ -350,7 +353,10 @@ class _Batch:
                 cwd="/",
                 env=environment,
                 start_new_session=True,
-                preexec_fn=_child_setup(limits, cpu, self.uid, isolation),
+                # unshare needs root to make its namespaces; it drops to the uid itself.
+                user=None if isolation == "unshare" else self.uid,
+                group=None if isolation == "unshare" else self.uid,
+                extra_groups=None if isolation == "unshare" or self.uid is None else [],
                 close_fds=True,
                 pass_fds=passed,
             )
@@ -433,34 +439,18 @@ class _Batch:
         )
 
 
-def _child_setup(
-    limits: Limits, cpu: int | None, uid: int | None, isolation: Isolation
-) -> Callable[[], None]:
-    """What the sandbox's first process does between fork and exec: limits, CPU, uid."""
+def _limits_arg(limits: Limits, cpu: int | None, uid: int | None) -> str:
+    """The init's LIMITS argument: AS:CPU:FSIZE:NPROC:PIN, -1 for unset."""
     cpu_seconds = limits.cpu_s if limits.cpu_s is not None else limits.wall_s + 1
-    # unshare drops the uid itself, after making its namespaces.
-    as_uid = None if isolation == "unshare" else uid
-
-    def setup() -> None:
-        def limit(kind: int, value: int) -> None:
-            resource.setrlimit(kind, (value, value))
-
-        limit(resource.RLIMIT_CORE, 0)
-        limit(resource.RLIMIT_FSIZE, limits.file_size_bytes)
-        soft_cpu = max(1, int(cpu_seconds + 0.999))
-        resource.setrlimit(resource.RLIMIT_CPU, (soft_cpu, soft_cpu + 1))
-        if limits.memory_bytes is not None:
-            limit(resource.RLIMIT_AS, limits.memory_bytes)
-        if cpu is not None:
-            os.sched_setaffinity(0, {cpu})
-        if uid is not None:
-            limit(resource.RLIMIT_NPROC, limits.processes)
-        if as_uid is not None:
-            os.setgroups([])
-            os.setgid(as_uid)
-            os.setuid(as_uid)
-
-    return setup
+    fields = [
+        -1 if limits.memory_bytes is None else limits.memory_bytes,
+        max(1, int(cpu_seconds + 0.999)),
+        limits.file_size_bytes,
+        # Root ignores the process-count limit; only a run with a uid of its own gets one.
+        limits.processes if uid is not None else -1,
+        -1 if cpu is None else cpu,
+    ]
+    return ":".join(str(field) for field in fields)
 
 
 _REPORT_FIELD = re.compile(r"(\w+)=(-?\d+)")
@@ -476,9 +466,17 @@ def _read_reports(path: Path) -> dict[int, dict[str, int]]:
     return reports
 
 
-@cache
+_init_lock = threading.Lock()
+
+
 def _init_binary() -> Path:
     """The compiled ``maxcode-init``, copied to a folder every sandbox uid can read."""
+    with _init_lock:
+        return _build_init()
+
+
+@cache
+def _build_init() -> Path:
     from maxcode.config import cache_dir
 
     source = importlib.resources.files("maxcode.evaluate").joinpath("init.c").read_text()

@@ -165,7 +165,7 @@ class LLMProvider(ABC):
     and may override ``setup``/``close`` to create and release their client.
     """
 
-    provider_name: ClassVar[str] = ""
+    provider_name: str = ""
     """Registered name; instances may override it (``ollama`` is an OpenAI-compatible one)."""
     supports_n: ClassVar[bool] = True
     """Whether one request can ask for n choices; otherwise n requests run in parallel."""
@@ -217,14 +217,24 @@ class LLMProvider(ABC):
 
     @property
     def spec(self) -> str:
-        """``provider/model``, as a user writes it."""
+        """``provider/model``, as a user writes it (just ``rules`` for the bare name)."""
+        if self.model == self.provider_name:
+            return self.provider_name
         return f"{self.provider_name}/{self.model}"
 
+    def estimate_usage(self, request: LLMRequest) -> tuple[int, int]:
+        """Upper estimates of a request's (input, output) tokens, reserved in the budget.
+
+        Input: 3 bytes of UTF-8 per token (tokenizers average 3.5-4 on code and prose);
+        output: the request's ``max_tokens`` (or the provider's default) per completion.
+        """
+        size = sum(len(message.content.encode("utf-8")) for message in request.messages)
+        prompt = size // 3 + 8 * len(request.messages) + 16
+        return request.n * prompt, request.n * self._output_limit(request)
+
     def estimate_tokens(self, request: LLMRequest) -> int:
-        """An upper estimate of the tokens a request uses, reserved in the budget."""
-        characters = sum(len(message.content) for message in request.messages)
-        prompt = characters // 3 + 8 * len(request.messages) + 16
-        return request.n * (prompt + self._output_limit(request))
+        """An upper estimate of the tokens a request uses."""
+        return sum(self.estimate_usage(request))
 
     def _output_limit(self, request: LLMRequest) -> int:
         return request.max_tokens or self.default_max_tokens
@@ -313,7 +323,7 @@ class LLMProvider(ABC):
         budget = self.settings.budget
         if budget is None:
             return None
-        tokens = self.estimate_tokens(request)
+        prompt_tokens, output_tokens = self.estimate_usage(request)
         usd = 0.0
         if budget.max_usd is not None:
             price = self._price()
@@ -322,26 +332,23 @@ class LLMProvider(ABC):
                     f"cannot keep to a USD budget: the price of {self.spec} is unknown; "
                     "give it in a MAXCODE_PRICES file"
                 )
-            # The estimate's split between input and output is unknown: price it all as output.
-            usd = tokens * max(price.input_per_mtok, price.output_per_mtok) / 1e6
+            usd = price.cost(prompt_tokens, output_tokens)
+        tokens = prompt_tokens + output_tokens
         return budget.reserve(tokens, usd)
 
     def _settle(self, reservation: Reservation | None, request: LLMRequest, tally: _Tally) -> None:
         budget = self.settings.budget
         if budget is None or reservation is None:
             return
-        per_completion = self.estimate_tokens(request) // request.n
-        tokens = (
-            tally.prompt_tokens
-            + tally.completion_tokens
-            + tally.unreported_completions * per_completion
-        )
+        # A reply without usage is charged its estimate.
+        prompt_estimate, output_estimate = self.estimate_usage(request)
+        unreported = tally.unreported_completions
+        tokens = tally.prompt_tokens + tally.completion_tokens
+        tokens += unreported * (prompt_estimate + output_estimate) // request.n
         usd = tally.cost_usd
-        if tally.cost_unknown and budget.max_usd is not None:
-            price = self._price()
-            unpriced_tokens = max(tokens - tally.prompt_tokens - tally.completion_tokens, 0)
-            if price is not None:
-                usd += unpriced_tokens * max(price.input_per_mtok, price.output_per_mtok) / 1e6
+        price = self._price()
+        if unreported and price is not None:
+            usd += unreported * price.cost(prompt_estimate, output_estimate) / request.n
         budget.settle(reservation, tokens, usd)
 
     # --- attempts ------------------------------------------------------------------------

@@ -1,0 +1,122 @@
+"""How much time ``maxcode eval`` adds over doing the same work by hand.
+
+For every bundled C++ task with a known fast rewrite, two ways of doing the same work are
+timed side by side, alternating, in one run:
+
+- ``shell``: a bash loop that compiles the reference and the rewrite with the task's flags,
+  then runs both on every test ``repeats + 1`` times (one correctness round, ``repeats`` timed
+  rounds), comparing each output with ``cmp``; no sandbox, no timing code;
+- ``maxcode``: ``maxcode eval TASK fast.cpp --metric wall --repeats R --json`` as a user runs
+  it, with an empty build cache (both programs compiled, like the shell loop).
+
+Overhead = maxcode / shell - 1, per task and summed over tasks. Run:
+
+    python benchmarks/eval_overhead.py [--repeats 5] [--trials 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples" / "cpp"
+FIXTURES = REPO / "tests" / "fixtures" / "cpp"
+
+SHELL_LOOP = r"""
+set -e
+work=$(mktemp -d)
+g++ $FLAGS -o "$work/ref" "$TASK/reference.cpp"
+g++ $FLAGS -o "$work/cand" "$CANDIDATE"
+for round in $(seq 0 "$REPEATS"); do
+  for input in "$TASK"/tests/input.*.txt; do
+    expected="${input/input./output.}"
+    "$work/ref" < "$input" > "$work/out"; cmp -s "$work/out" "$expected" || echo "ref differs"
+    "$work/cand" < "$input" > "$work/out"; cmp -s "$work/out" "$expected" || echo "cand differs"
+  done
+done
+rm -rf "$work"
+"""
+
+
+def task_flags(task: Path) -> str:
+    sys.path.insert(0, str(REPO / "src"))
+    from maxcode.tasks import load_task
+
+    return " ".join(load_task(str(task)).compile_flags)
+
+
+def time_shell(task: Path, candidate: Path, repeats: int) -> float:
+    env = {
+        **os.environ,
+        "TASK": str(task),
+        "CANDIDATE": str(candidate),
+        "REPEATS": str(repeats),
+        "FLAGS": task_flags(task),
+    }
+    started = time.perf_counter()
+    done = subprocess.run(["bash", "-c", SHELL_LOOP], env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0 or "differs" in done.stdout:
+        raise SystemExit(f"shell loop failed on {task.name}: {done.stdout} {done.stderr}")
+    return elapsed
+
+
+def clear_builds(home: Path) -> None:
+    """Empty the build cache but keep the sandbox init (built once per machine)."""
+    builds = home / "cache" / "build"
+    if builds.is_dir():
+        for entry in builds.iterdir():
+            if not entry.name.startswith("init-"):
+                shutil.rmtree(entry)
+    shutil.rmtree(home / "cache" / "instructions", ignore_errors=True)
+
+
+def time_maxcode(task: Path, candidate: Path, repeats: int, home: Path) -> float:
+    clear_builds(home)
+    env = {**os.environ, "MAXCODE_HOME": str(home)}
+    command = ["maxcode", "eval", str(task), str(candidate), "--json", "--repeats", str(repeats)]
+    started = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0 or '"correct": true' not in done.stdout:
+        raise SystemExit(f"maxcode eval failed on {task.name}: {done.stderr or done.stdout[:500]}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=5, help="timed rounds per evaluation")
+    parser.add_argument("--trials", type=int, default=3, help="measurements per side and task")
+    args = parser.parse_args()
+
+    tasks = sorted(path for path in EXAMPLES.iterdir() if (FIXTURES / path.name / "fast.cpp").is_file())
+    with tempfile.TemporaryDirectory(prefix="maxcode-bench-home-") as home_name:
+        home = Path(home_name)
+        # Warm-up: builds the sandbox init once, as any first use on a machine does.
+        time_maxcode(tasks[0], FIXTURES / tasks[0].name / "fast.cpp", 1, home)
+        print(f"{'task':<24} {'shell s':>9} {'maxcode s':>10} {'overhead':>9}")
+        totals = {"shell": 0.0, "maxcode": 0.0}
+        for task in tasks:
+            candidate = FIXTURES / task.name / "fast.cpp"
+            shell, ours = [], []
+            for _ in range(args.trials):
+                shell.append(time_shell(task, candidate, args.repeats))
+                ours.append(time_maxcode(task, candidate, args.repeats, home))
+            shell_s, ours_s = statistics.median(shell), statistics.median(ours)
+            totals["shell"] += shell_s
+            totals["maxcode"] += ours_s
+            print(f"{task.name:<24} {shell_s:>9.3f} {ours_s:>10.3f} {ours_s / shell_s - 1:>+9.1%}")
+        overall = totals["maxcode"] / totals["shell"] - 1
+        print(f"{'total':<24} {totals['shell']:>9.3f} {totals['maxcode']:>10.3f} {overall:>+9.1%}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+"""OpenAI and every OpenAI-compatible server (vLLM, Ollama, llama.cpp, SGLang, ...).
+
+One class serves ``openai/``, ``ollama/`` and ``vllm/``: only the default endpoint and whether
+a key is required differ. The key comes from the ``api_key`` argument, ``MAXCODE_API_KEY``,
+or ``OPENAI_API_KEY`` (``openai`` only; a local server is never sent an OpenAI key unasked),
+in that order; a placeholder is sent to servers that need none.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from maxcode.llm._errors import LLMConfigError, LLMError, ProviderNotInstalled, TransientError
+from maxcode.llm._provider import LLMProvider, ProviderReply, ProviderSettings
+from maxcode.llm._records import LLMRequest
+from maxcode.llm._sdk_errors import translate
+
+if TYPE_CHECKING:
+    import openai
+
+PLACEHOLDER_KEY = "not-needed"
+"""Sent as the key to servers that do not check one (the SDK insists on some key)."""
+
+# OpenAI's reasoning models reject ``max_tokens`` and any temperature but the default.
+_REASONING_MODEL = re.compile(r"^(?:o\d|gpt-5)")
+
+
+def _import_openai() -> ModuleType:
+    # Imported on first use: the SDK takes over half a second to import.
+    try:
+        import openai
+    except ImportError:  # pragma: no cover - openai is a dependency of maxcode
+        raise ProviderNotInstalled(
+            "the openai provider needs the openai SDK: pip install openai"
+        ) from None
+    return openai
+
+
+def _as_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class OpenAIProvider(LLMProvider):
+    """Chat completions through the official ``openai`` SDK (``AsyncOpenAI``)."""
+
+    provider_name = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        settings: ProviderSettings | None = None,
+        *,
+        provider_name: str | None = None,
+        default_base_url: str | None = None,
+    ) -> None:
+        super().__init__(model, settings, provider_name=provider_name)
+        is_openai = self.provider_name == "openai"
+        base_url = self.settings.base_url
+        if base_url is None and is_openai:
+            base_url = os.environ.get("OPENAI_BASE_URL") or None
+        self._base_url = (base_url or default_base_url or "").rstrip("/") or None
+        key = self.settings.api_key or os.environ.get("MAXCODE_API_KEY")
+        if not key and is_openai:
+            key = os.environ.get("OPENAI_API_KEY")
+        self.key_hint = "OPENAI_API_KEY or MAXCODE_API_KEY" if is_openai else "MAXCODE_API_KEY"
+        if not key:
+            if is_openai and self._base_url is None:
+                raise LLMConfigError(
+                    f"{self.spec}: no API key; set OPENAI_API_KEY (or MAXCODE_API_KEY), "
+                    "or pass --base-url for a local OpenAI-compatible server"
+                )
+            key = PLACEHOLDER_KEY
+        self._api_key = key
+        self._client: openai.AsyncOpenAI | None = None
+
+    @property
+    def base_url(self) -> str | None:
+        """The endpoint; None for api.openai.com (the SDK's default)."""
+        return self._base_url
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint's URL, for messages and the concurrency limit."""
+        return self._base_url or "https://api.openai.com/v1"
+
+    async def setup(self) -> None:
+        """Create the SDK client, with the SDK's own retries off."""
+        if self._client is None:
+            self._client = _import_openai().AsyncOpenAI(
+                api_key=self._api_key, base_url=self._base_url, max_retries=0
+            )
+        await super().setup()
+
+    async def close(self) -> None:
+        """Close the SDK client's connections."""
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.close()
+        await super().close()
+
+    def _params(self, request: LLMRequest, n: int) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": [
+                {"role": message.role, "content": message.content} for message in request.messages
+            ],
+        }
+        reasoning = bool(_REASONING_MODEL.match(self.model))
+        if not reasoning or request.temperature == 1.0:
+            params["temperature"] = request.temperature
+        if request.max_tokens is not None:
+            params["max_completion_tokens" if reasoning else "max_tokens"] = request.max_tokens
+        if n > 1:
+            params["n"] = n
+        if request.stop:
+            params["stop"] = list(request.stop)
+        if request.options:
+            params["extra_body"] = dict(request.options)
+        return params
+
+    async def _complete_once(self, request: LLMRequest, n: int) -> ProviderReply:
+        if self._client is None:
+            await self.setup()
+        assert self._client is not None
+        sdk = _import_openai()
+        timeout = sdk.Timeout(request.timeout, connect=min(10.0, request.timeout))
+        try:
+            response = await self._client.chat.completions.create(
+                **self._params(request, n), timeout=timeout
+            )
+        except Exception as exc:
+            mapped = translate(
+                exc, sdk, spec=self.spec, endpoint=self.endpoint, key_hint=self.key_hint
+            )
+            if mapped is None:
+                # Not an API error: an SDK this code does not know (a changed signature, a
+                # new exception). Still one clear line for the user; the cause stays chained.
+                raise LLMError(
+                    f"{self.spec}: unexpected error in the openai SDK: {type(exc).__name__}: {exc}"
+                ) from exc
+            raise mapped from None
+        return self._parse(response)
+
+    def _parse(self, response: object) -> ProviderReply:
+        """Read a chat completion defensively: servers differ, and some send garbage."""
+        choices = getattr(response, "choices", None)
+        if not isinstance(choices, list) or not choices:
+            raise TransientError("malformed_response", "the reply has no choices")
+        texts: list[str] = []
+        reasons: list[str | None] = []
+        for choice in choices:
+            message = getattr(choice, "message", None)
+            content = getattr(message, "content", None)
+            if content is None:
+                content = ""  # a refusal, or a reasoning model that ran out of tokens
+            if not isinstance(content, str):
+                raise TransientError("malformed_response", "a choice's content is not text")
+            texts.append(content)
+            reason = getattr(choice, "finish_reason", None)
+            reasons.append(reason if isinstance(reason, str) else None)
+        usage = getattr(response, "usage", None)
+        model = getattr(response, "model", None)
+        return ProviderReply(
+            texts=texts,
+            finish_reasons=reasons,
+            prompt_tokens=_as_int(getattr(usage, "prompt_tokens", None)),
+            completion_tokens=_as_int(getattr(usage, "completion_tokens", None)),
+            model=model if isinstance(model, str) and model else None,
+        )

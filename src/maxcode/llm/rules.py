@@ -1,0 +1,256 @@
+"""The offline ``rules`` proposer: a deterministic, non-LLM policy.
+
+It lets the whole search run without a model (offline demos, tests, CI) and gives a baseline
+any LLM must beat. It is a real provider: it takes the same ``LLMRequest`` and answers with
+completions whose text holds one fenced code block, at no cost and zero tokens.
+
+**Convention.** The program to rewrite is the LAST fenced code block of the LAST user message
+of the request. Prompt builders put the current program (the best so far) there.
+
+It detects the language (C++, or Python/PyTorch in the KernelBench format) and applies
+rewrites known to keep a program valid:
+
+- C++ (text level, see ``_cpp_rules``): ``#pragma GCC optimize("O3")``; untied streams
+  (``sync_with_stdio(false)``, ``cin.tie(nullptr)``) when no C stdio is mixed in; ``'\\n'``
+  for ``endl``; ``reserve`` before counted push_back loops; ``const&`` for vector parameters
+  that are only read; ``unordered_map`` for maps keyed by numbers or strings that are never
+  iterated.
+- KernelBench (a ``class Model(nn.Module)``): a ``ModelNew`` subclass that runs the forward
+  pass under ``torch.inference_mode()``, and one whose forward is ``torch.compile``d.
+
+Asked for several completions (n > 1, or the same program again in a later call), it answers
+with different combinations of the rewrites that apply, in a fixed order: all of them, then
+each one alone, then each pair, and so on; after the last it starts over. When nothing
+applies it returns the program unchanged, with a note saying so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from maxcode.llm._cpp_rules import CPP_REWRITES
+from maxcode.llm._provider import LLMProvider, ProviderReply, ProviderSettings
+from maxcode.llm._records import LLMRequest
+from maxcode.llm.extract import LANGUAGE_TAGS, find_code_blocks
+
+NO_MODEL_MESSAGE = (
+    "no model configured; using the offline rules proposer; pass --model for LLM search"
+)
+"""What the command line says when it falls back to the rules proposer."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One rewritten program."""
+
+    applied: tuple[str, ...]
+    """Names of the rewrites applied, in order."""
+    code: str
+    """The rewritten program."""
+
+
+# --- PyTorch / KernelBench -------------------------------------------------------------------
+
+_KERNELBENCH_MODEL = re.compile(
+    r"^class\s+Model\s*\(\s*(?:torch\s*\.\s*)?nn\s*\.\s*Module\s*\)", re.M
+)
+_TORCH_REWRITES = ("inference_mode", "torch_compile")
+_TORCH_DESCRIPTIONS = {
+    "inference_mode": "run forward under torch.inference_mode()",
+    "torch_compile": "compile forward with torch.compile",
+}
+
+
+def _torch_applicable(source: str) -> list[str]:
+    if not _KERNELBENCH_MODEL.search(source):
+        return []
+    found = []
+    if "inference_mode" not in source:
+        found.append("inference_mode")
+    if "torch.compile" not in source:
+        found.append("torch_compile")
+    return found
+
+
+def _torch_apply(source: str, names: tuple[str, ...]) -> str:
+    base = "Model"
+    if re.search(r"^class\s+ModelNew\b", source, re.M):
+        # Rewriting an earlier candidate: keep its ModelNew as the base of the new one.
+        base = next(
+            f"_ModelNewBase{index}"
+            for index in itertools.count(1)
+            if f"_ModelNewBase{index}" not in source
+        )
+        source = re.sub(r"\bModelNew\b", base, source)
+    if not re.search(r"^import\s+torch\b", source, re.M):
+        source = "import torch\n" + source
+    compiled = "torch_compile" in names
+    inference = "inference_mode" in names
+    lines = [
+        "",
+        "",
+        f"class ModelNew({base}):",
+        f'    """{base}, {" and ".join(_TORCH_DESCRIPTIONS[name] for name in names)}."""',
+        "",
+    ]
+    if compiled:
+        lines += [
+            "    def __init__(self, *args, **kwargs):",
+            "        super().__init__(*args, **kwargs)",
+            "        self._compiled_forward = torch.compile(super().forward)",
+            "",
+        ]
+    call = "self._compiled_forward" if compiled else "super().forward"
+    lines.append("    def forward(self, *args, **kwargs):")
+    if inference:
+        lines += [
+            "        with torch.inference_mode():",
+            f"            return {call}(*args, **kwargs)",
+        ]
+    else:
+        lines.append(f"        return {call}(*args, **kwargs)")
+    return source.rstrip("\n") + "\n" + "\n".join(lines) + "\n"
+
+
+# --- shared ----------------------------------------------------------------------------------
+
+
+def detect_language(code: str, tag: str = "") -> str | None:
+    """``cpp``, ``python`` or None, from a fence tag and the code itself."""
+    tag = tag.lower()
+    if tag in LANGUAGE_TAGS["python"] or re.search(
+        r"^\s*(?:import\s+torch|from\s+torch\b)|nn\.Module", code, re.M
+    ):
+        return "python"
+    if tag in LANGUAGE_TAGS["cpp"] or re.search(r"^\s*#\s*include\b|\bint\s+main\s*\(", code, re.M):
+        return "cpp"
+    return None
+
+
+def _cpp_applicable(source: str) -> list[str]:
+    return [rewrite.name for rewrite in CPP_REWRITES if rewrite.apply(source) is not None]
+
+
+def _cpp_apply(source: str, names: tuple[str, ...]) -> str:
+    for rewrite in CPP_REWRITES:
+        if rewrite.name in names:
+            rewritten = rewrite.apply(source)
+            if rewritten is not None:
+                source = rewritten
+    return source
+
+
+_LANGUAGES: dict[str, tuple[Callable[[str], list[str]], Callable[[str, tuple[str, ...]], str]]] = {
+    "cpp": (_cpp_applicable, _cpp_apply),
+    "python": (_torch_applicable, _torch_apply),
+}
+
+
+def _combinations(names: list[str]) -> list[tuple[str, ...]]:
+    """All rewrites first, then each alone, then pairs, ...: the most promising first."""
+    if not names:
+        return []
+    order = [tuple(names)]
+    for size in range(1, len(names)):
+        order += list(itertools.combinations(names, size))
+    return order
+
+
+def rewrite_variants(program: str, language: str) -> list[Variant]:
+    """The distinct rewritten programs, in the proposer's order; empty when nothing applies."""
+    if language not in _LANGUAGES:
+        return []
+    applicable, apply = _LANGUAGES[language]
+    variants: list[Variant] = []
+    seen = {program}
+    for names in _combinations(applicable(program)):
+        code = apply(program, names)
+        if code not in seen:
+            seen.add(code)
+            variants.append(Variant(applied=names, code=code))
+    return variants
+
+
+def _describe(language: str, names: tuple[str, ...]) -> str:
+    if language == "cpp":
+        descriptions = {rewrite.name: rewrite.description for rewrite in CPP_REWRITES}
+    else:
+        descriptions = _TORCH_DESCRIPTIONS
+    return "; ".join(f"{name} ({descriptions[name]})" for name in names)
+
+
+def current_program(request: LLMRequest) -> tuple[str, str] | None:
+    """The program of a request by the proposer's convention, with its fence tag."""
+    for message in reversed(request.messages):
+        if message.role == "user":
+            blocks = [block for block in find_code_blocks(message.content) if block.code.strip()]
+            return (blocks[-1].code, blocks[-1].tag) if blocks else None
+    return None
+
+
+class RulesProvider(LLMProvider):
+    """The offline proposer as a provider (``rules``)."""
+
+    provider_name = "rules"
+    free = True
+    cacheable = False  # it answers differently each time it sees a program, by design
+
+    def __init__(
+        self,
+        model: str = "rules",
+        settings: ProviderSettings | None = None,
+        *,
+        provider_name: str | None = None,
+    ) -> None:
+        super().__init__(model, settings, provider_name=provider_name)
+        self._served: dict[str, int] = {}
+        self._variants: dict[str, list[Variant]] = {}
+
+    def estimate_usage(self, request: LLMRequest) -> tuple[int, int]:
+        """The proposer uses no tokens."""
+        return 0, 0
+
+    def propose(self, request: LLMRequest, n: int) -> list[str]:
+        """The texts of the next ``n`` answers for a request (advances the rotation)."""
+        found = current_program(request)
+        if found is None:
+            note = (
+                "Offline rules proposer: no program found (it reads the last fenced code block "
+                "of the last user message); nothing to rewrite."
+            )
+            return [note] * n
+        program, tag = found
+        language = detect_language(program, tag)
+        fence = tag or (language or "")
+        key = hashlib.sha256(program.encode("utf-8")).hexdigest()
+        if key not in self._variants:
+            self._variants[key] = rewrite_variants(program, language) if language else []
+        variants = self._variants[key]
+        if not variants:
+            note = (
+                "Offline rules proposer: no rewrite applies to this program; "
+                "returning it unchanged."
+            )
+            return [f"{note}\n\n```{fence}\n{program.rstrip()}\n```\n"] * n
+        start = self._served.get(key, 0)
+        self._served[key] = start + n
+        texts = []
+        for index in range(start, start + n):
+            variant = variants[index % len(variants)]
+            note = f"Offline rules proposer: applied {_describe(language or '', variant.applied)}."
+            texts.append(f"{note}\n\n```{fence}\n{variant.code.rstrip()}\n```\n")
+        return texts
+
+    async def _complete_once(self, request: LLMRequest, n: int) -> ProviderReply:
+        texts = self.propose(request, n)
+        return ProviderReply(
+            texts=texts,
+            finish_reasons=["stop"] * n,
+            prompt_tokens=0,
+            completion_tokens=0,
+            model=self.model,
+        )

@@ -89,10 +89,14 @@ class _Runner:
     def __post_init__(self) -> None:
         self.limits = Limits(wall_s=self.task.timeout_s, memory_bytes=self.task.memory_mb << 20)
 
-    def run_tests(self, program: Path) -> list[SandboxResult]:
-        runs = [Run(stdin=test.input_path) for test in self.task.tests]
+    def run(self, plan: list[tuple[Path, TestCase]], programs: _Programs) -> list[SandboxResult]:
+        """Run each (program folder, test) of the plan, in order, in one sandbox start."""
+        runs = [
+            Run(stdin=test.input_path, argv=(str(program / BINARY_NAME),)) for program, test in plan
+        ]
+        folders = [programs.reference, programs.candidate]
         results = self.sandbox.run_batch(
-            [str(program / BINARY_NAME)], runs, readonly=[program], limits=self.limits, cpu=self.cpu
+            None, runs, readonly=folders, limits=self.limits, cpu=self.cpu
         )
         self.stragglers = self.stragglers or any(result.stragglers_killed for result in results)
         return results
@@ -189,7 +193,11 @@ def evaluate_cpp(
 
 def _correctness_round(runner: _Runner, task: Task, programs: _Programs) -> list[TestOutcome]:
     expected = [test.output_path.read_bytes() for test in task.tests]
-    for test, want, result in zip(task.tests, expected, runner.run_tests(programs.reference)):
+    plan = [(programs.reference, test) for test in task.tests]
+    plan += [(programs.candidate, test) for test in task.tests]
+    results = runner.run(plan, programs)
+    count = len(task.tests)
+    for test, want, result in zip(task.tests, expected, results[:count]):
         reference = _outcome(test.index, result, want, runner)
         if reference.status != "passed":
             why = reference.detail.splitlines()[0] if reference.detail else ""
@@ -197,10 +205,9 @@ def _correctness_round(runner: _Runner, task: Task, programs: _Programs) -> list
                 f"{task.origin}: the reference fails its own test {test.index}: "
                 f"{reference.status}: {why}"
             )
-    results = runner.run_tests(programs.candidate)
     return [
         _outcome(test.index, result, want, runner)
-        for test, want, result in zip(task.tests, expected, results)
+        for test, want, result in zip(task.tests, expected, results[count:])
     ]
 
 
@@ -212,27 +219,30 @@ def _measure_wall(
     outcomes: list[TestOutcome],
     repeats: int,
 ) -> Feedback:
-    expected = [test.output_path.read_bytes() for test in task.tests]
-    samples: dict[str, list[list[float]]] = {
-        "reference": [[] for _ in task.tests],
-        "candidate": [[] for _ in task.tests],
-    }
+    """All timed rounds in one sandbox start: per test, reference and candidate back to back,
+    which one goes first alternating, so slow drifts of the machine hit both alike."""
+    expected = {test.index: test.output_path.read_bytes() for test in task.tests}
+    plan: list[tuple[Path, TestCase]] = []
     for round_number in range(repeats):
-        order = ["reference", "candidate"] if round_number % 2 == 0 else ["candidate", "reference"]
-        for which in order:
-            results = runner.run_tests(getattr(programs, which))
-            for position, (test, result) in enumerate(zip(task.tests, results)):
-                outcome = _outcome(test.index, result, expected[position], runner)
-                if outcome.status != "passed":
-                    if which == "reference":
-                        raise TaskError(
-                            f"{task.origin}: the reference failed test {test.index} on a timed "
-                            f"run: {outcome.status}: {outcome.detail}"
-                        )
-                    return _failed_timed_run(base, outcomes, outcome, runner, round_number)
-                samples[which][position].append(result.wall_s)
-    reference_costs = [_median(per_test) for per_test in samples["reference"]]
-    candidate_costs = [_median(per_test) for per_test in samples["candidate"]]
+        for position, test in enumerate(task.tests):
+            pair = [programs.reference, programs.candidate]
+            if (round_number + position) % 2:
+                pair.reverse()
+            plan += [(program, test) for program in pair]
+    samples: dict[Path, dict[int, list[float]]] = {programs.reference: {}, programs.candidate: {}}
+    for number, ((program, test), result) in enumerate(zip(plan, runner.run(plan, programs))):
+        outcome = _outcome(test.index, result, expected[test.index], runner)
+        if outcome.status != "passed":
+            if program == programs.reference:
+                raise TaskError(
+                    f"{task.origin}: the reference failed test {test.index} on a timed "
+                    f"run: {outcome.status}: {outcome.detail}"
+                )
+            round_number = number // (2 * len(task.tests))
+            return _failed_timed_run(base, outcomes, outcome, runner, round_number)
+        samples[program].setdefault(test.index, []).append(result.wall_s)
+    reference_costs = [_median(samples[programs.reference][test.index]) for test in task.tests]
+    candidate_costs = [_median(samples[programs.candidate][test.index]) for test in task.tests]
     reference_cost, candidate_cost = sum(reference_costs), sum(candidate_costs)
     speedup = reference_cost / candidate_cost
     base.flags += _plausibility_flags(speedup, runner)

@@ -1,14 +1,17 @@
 /*
  * maxcode-init: the trusted first process of every sandboxed batch of runs.
  *
- *   maxcode-init STATUS_FD MODE TIMEOUT_MS LIMITS N [STDIN STDOUT STDERR AUX DIR] x N -- PROGRAM ARGS
+ *   maxcode-init STATUS_FD MODE TIMEOUT_MS LIMITS N [STDIN STDOUT STDERR AUX DIR PROG] x N
+ *                M [ARGC ARGV...] x M
  *
  * LIMITS is "AS:CPU:FSIZE:NPROC:PIN": address space and file size in bytes, CPU seconds,
  * process count, and the CPU to pin every run to; -1 leaves one unset. They are applied to
  * each run's process (root ignores a process-count limit: the caller runs this as a uid of
  * the run's own).
  *
- * For each of the N runs, one after the other, it starts PROGRAM in DIR with the given
+ * M programs follow the runs, each as its argument count and arguments; PROG is the index of the
+ * program a run starts. For each of the N runs, one after the other, it starts the program in DIR
+ * with the given
  * descriptors as its stdin, stdout, stderr and descriptor 3 (AUX, -1 for none: valgrind's
  * log, which valgrind then hides from the program), every other descriptor closed, times it with
  * CLOCK_MONOTONIC, kills it after TIMEOUT_MS, waits for it, kills whatever it left behind,
@@ -115,7 +118,7 @@ static long long elapsed_ns(const struct timespec *from, const struct timespec *
 int main(int argc, char **argv) {
     if (argc < 8) {
         fprintf(stderr, "usage: maxcode-init STATUS_FD ns|uid|group TIMEOUT_MS LIMITS N "
-                        "[STDIN STDOUT STDERR AUX DIR]... -- PROGRAM ARGS...\n");
+                        "[STDIN STDOUT STDERR AUX DIR PROG]... M [ARGC ARGV...]...\n");
         return 125;
     }
     int status_fd = atoi(argv[1]);
@@ -131,10 +134,23 @@ int main(int argc, char **argv) {
     }
     int runs = atoi(argv[5]);
     int first = 6; /* the first run's STDIN */
-    int program = first + 5 * runs + 1;
-    if (runs < 1 || program >= argc || strcmp(argv[program - 1], "--") != 0) {
+    int at = first + 6 * runs;
+    int programs = at < argc ? atoi(argv[at++]) : 0;
+    if (runs < 1 || programs < 1 || programs > 64) {
         fprintf(stderr, "maxcode-init: bad arguments\n");
         return 125;
+    }
+    char **program_argv[64];
+    for (int p = 0; p < programs; p++) {
+        int count = at < argc ? atoi(argv[at++]) : 0;
+        if (count < 1 || at + count > argc) {
+            fprintf(stderr, "maxcode-init: bad program %d\n", p);
+            return 125;
+        }
+        program_argv[p] = calloc((size_t)count + 1, sizeof(char *));
+        if (program_argv[p] == NULL) return 125;
+        for (int k = 0; k < count; k++) program_argv[p][k] = argv[at + k];
+        at += count;
     }
     if (pin >= 0) {
         cpu_set_t set;
@@ -147,16 +163,23 @@ int main(int argc, char **argv) {
     fcntl(status_fd, F_SETFD, FD_CLOEXEC);
     for (int run = 0; run < runs; run++) {
         for (int k = 0; k < 4; k++) {
-            int fd = atoi(argv[first + 5 * run + k]);
+            int fd = atoi(argv[first + 6 * run + k]);
             if (fd >= 0) fcntl(fd, F_SETFD, FD_CLOEXEC);
         }
     }
 
     int last_status = 0;
     for (int run = 0; run < runs; run++) {
-        int in = atoi(argv[first + 5 * run]), out = atoi(argv[first + 1 + 5 * run]);
-        int err = atoi(argv[first + 2 + 5 * run]), aux = atoi(argv[first + 3 + 5 * run]);
-        const char *dir = argv[first + 4 + 5 * run];
+        const int base = first + 6 * run;
+        int in = atoi(argv[base]), out = atoi(argv[base + 1]);
+        int err = atoi(argv[base + 2]), aux = atoi(argv[base + 3]);
+        const char *dir = argv[base + 4];
+        int chosen = atoi(argv[base + 5]);
+        if (chosen < 0 || chosen >= programs) {
+            dprintf(status_fd, "run=%d error=program\n", run);
+            return 125;
+        }
+        char **command = program_argv[chosen];
         struct timespec started, ended;
         clock_gettime(CLOCK_MONOTONIC, &started);
         pid_t child = fork();
@@ -176,8 +199,8 @@ int main(int argc, char **argv) {
             setenv("HOME", dir, 1);
             setenv("TMPDIR", dir, 1);
             close_descriptors_from(aux >= 0 ? 4 : 3);
-            execvp(argv[program], argv + program);
-            fprintf(stderr, "maxcode-init: cannot run %s: %s\n", argv[program], strerror(errno));
+            execvp(command[0], command);
+            fprintf(stderr, "maxcode-init: cannot run %s: %s\n", command[0], strerror(errno));
             _exit(127);
         }
         if (mode == MODE_GROUP) setpgid(child, child);

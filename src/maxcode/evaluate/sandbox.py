@@ -195,6 +195,8 @@ class Run:
     folder that no other run of the batch can find, deleted afterwards."""
     aux_fd: int | None = None
     """A descriptor of the parent's handed to the program as descriptor 3 (valgrind's log)."""
+    argv: tuple[str, ...] | None = None
+    """The command of this run, when it is not the batch's (a batch may mix programs)."""
 
 
 class Sandbox:
@@ -221,7 +223,7 @@ class Sandbox:
 
     def run_batch(
         self,
-        argv: Sequence[str],
+        argv: Sequence[str] | None,
         runs: Sequence[Run],
         *,
         readonly: Sequence[Path] = (),
@@ -229,13 +231,16 @@ class Sandbox:
         cpu: int | None = None,
         env: Mapping[str, str] | None = None,
     ) -> list[SandboxResult]:
-        """Run ``argv`` once per ``Run``, one after the other, in one sandbox.
+        """Run ``argv`` (or a run's own ``argv``) once per ``Run``, one after the other, in one
+        sandbox.
 
         Each run gets its own working folder, its own descriptors and the full limits; what a
         run leaves behind (processes, files in its private folder) does not reach the next.
         ``readonly`` paths are visible read-only; ``cpu`` pins every run to one CPU.
         """
         limits = limits or Limits()
+        if argv is None and any(run.argv is None for run in runs):
+            raise ValueError("a run has no command and the batch gives none")
         uid = _uids.acquire() if self.drops_uid else None
         private_root = make_scratch("maxcode-batch-")
         try:
@@ -302,7 +307,7 @@ class _Batch:
     """One start of the sandbox running several runs: the descriptors, the wait, the report."""
 
     sandbox: Sandbox
-    argv: Sequence[str]
+    argv: Sequence[str] | None
     runs: Sequence[Run]
     workdirs: list[Path]
     private_root: Path
@@ -329,13 +334,19 @@ class _Batch:
                 _limits_arg(limits, cpu, self.uid),
             ]
             init_args += [str(len(self.runs))]
+            programs: dict[tuple[str, ...], int] = {}
             for index, (run, workdir) in enumerate(zip(self.runs, self.workdirs)):
                 stdin_fd = self._open(run.stdin or Path(os.devnull), os.O_RDONLY, opened)
                 out_fd = self._open(self.io_dir / f"out.{index}", os.O_WRONLY | os.O_CREAT, opened)
                 err_fd = self._open(self.io_dir / f"err.{index}", os.O_WRONLY | os.O_CREAT, opened)
                 aux = -1 if run.aux_fd is None else run.aux_fd
+                command_line = run.argv or tuple(self.argv or ())
+                program = programs.setdefault(command_line, len(programs))
                 init_args += [str(stdin_fd), str(out_fd), str(err_fd), str(aux), str(workdir)]
-            init_args += ["--", *self.argv]
+                init_args += [str(program)]
+            init_args += [str(len(programs))]
+            for command_line in programs:
+                init_args += [str(len(command_line)), *command_line]
             writable = [self.private_root] + [
                 workdir for workdir in self.workdirs if workdir.parent != self.private_root
             ]

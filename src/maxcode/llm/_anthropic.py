@@ -158,9 +158,10 @@ class AnthropicProvider(LLMProvider):
     async def _complete_once(self, request: LLMRequest, n: int) -> ProviderReply:
         if self._client is None:
             await self.setup()
-        timeout = self._sdk.Timeout(request.timeout, connect=min(10.0, request.timeout))
+        timeout = self._sdk.Timeout(request.timeout, connect=min(5.0, request.timeout))
+        params = self._params(request)
         try:
-            response = await self._client.messages.create(**self._params(request), timeout=timeout)
+            response = await self._client.messages.create(**params, timeout=timeout)
         except Exception as exc:
             mapped = translate(
                 exc,

@@ -111,14 +111,18 @@ class OpenAIProvider(LLMProvider):
         reasoning = bool(_REASONING_MODEL.match(self.model))
         if not reasoning or request.temperature == 1.0:
             params["temperature"] = request.temperature
-        if request.max_tokens is not None:
-            params["max_completion_tokens" if reasoning else "max_tokens"] = request.max_tokens
+        extra = dict(request.options)
+        if request.max_tokens is not None and reasoning:
+            # In the body rather than as an argument: older SDKs do not know the parameter.
+            extra.setdefault("max_completion_tokens", request.max_tokens)
+        elif request.max_tokens is not None:
+            params["max_tokens"] = request.max_tokens
         if n > 1:
             params["n"] = n
         if request.stop:
             params["stop"] = list(request.stop)
-        if request.options:
-            params["extra_body"] = dict(request.options)
+        if extra:
+            params["extra_body"] = extra
         return params
 
     async def _complete_once(self, request: LLMRequest, n: int) -> ProviderReply:
@@ -126,11 +130,10 @@ class OpenAIProvider(LLMProvider):
             await self.setup()
         assert self._client is not None
         sdk = _import_openai()
-        timeout = sdk.Timeout(request.timeout, connect=min(10.0, request.timeout))
+        timeout = sdk.Timeout(request.timeout, connect=min(5.0, request.timeout))
+        params = self._params(request, n)
         try:
-            response = await self._client.chat.completions.create(
-                **self._params(request, n), timeout=timeout
-            )
+            response = await self._client.chat.completions.create(**params, timeout=timeout)
         except Exception as exc:
             mapped = translate(
                 exc, sdk, spec=self.spec, endpoint=self.endpoint, key_hint=self.key_hint

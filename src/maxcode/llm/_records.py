@@ -45,8 +45,7 @@ class LLMRequest(_Record):
     timeout: float = Field(default=120.0, gt=0.0)
     """Seconds one HTTP attempt may take, in total, before it is retried."""
     options: dict[str, Any] = {}
-    """Provider-specific settings, e.g. ``{"thinking_budget": 4096}`` for Anthropic; other keys
-    go into the request body unchanged (``seed``, ``top_p``, ``reasoning_effort``, ...)."""
+    """Provider settings (Anthropic ``thinking_budget``); other keys go into the request body."""
     purpose: str = ""
     """What the call is for (``policy``, ``critic``, ``check``); copied into the call record."""
 
@@ -64,8 +63,7 @@ class Completion(_Record):
     text: str
     """The generated text (reasoning or thinking blocks excluded)."""
     prompt_tokens: int | None
-    """Input tokens billed for this completion; None when the server did not report usage.
-    Choices of one HTTP request share its usage: it is divided among them, so sums are exact."""
+    """Input tokens billed (a request's usage is split among its choices); None if unreported."""
     completion_tokens: int | None
     """Output tokens billed for this completion (thinking included); None when unreported."""
     latency_s: float

@@ -7,12 +7,13 @@ stdout and nothing else; messages go to stderr. Exit codes: 0 done, 1 the job ra
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import click
 
@@ -28,7 +29,23 @@ def _fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The top-level group; command groups with heavy imports load only when named."""
+
+    lazy: ClassVar[dict[str, tuple[str, str]]] = {"llm": ("maxcode.llm.cli", "llm_group")}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy:
+            module, attribute = self.lazy[name]
+            command: click.Command = getattr(importlib.import_module(module), attribute)
+            return command
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="maxcode")
 def main() -> None:
     """maxcode: make programs faster by LLM search guided by execution feedback."""

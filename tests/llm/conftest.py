@@ -6,9 +6,9 @@ import socket
 from collections.abc import Iterator
 
 import pytest
-from fake_llm_server import FakeLLMServer
 
 from maxcode.llm import RetryPolicy
+from tests.llm.fake_llm_server import FakeLLMServer
 
 
 @pytest.fixture

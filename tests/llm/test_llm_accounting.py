@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from fake_llm_server import FakeLLMServer, Step
 
 from maxcode.llm import (
     Budget,
@@ -24,6 +23,7 @@ from maxcode.llm import (
     ScriptedReply,
     resolve_model,
 )
+from tests.llm.fake_llm_server import FakeLLMServer, Step
 
 # --- prices -----------------------------------------------------------------------------------
 

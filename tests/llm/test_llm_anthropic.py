@@ -7,7 +7,6 @@ import inspect
 import sys
 
 import pytest
-from fake_llm_server import FakeLLMServer, Step
 
 from maxcode.llm import (
     Completion,
@@ -20,6 +19,7 @@ from maxcode.llm import (
     RetryPolicy,
     resolve_model,
 )
+from tests.llm.fake_llm_server import FakeLLMServer, Step
 
 anthropic = pytest.importorskip("anthropic")
 

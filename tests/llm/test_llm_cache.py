@@ -6,8 +6,6 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
-from fake_llm_server import FakeLLMServer, Step
-
 from maxcode.config import cache_dir
 from maxcode.llm import (
     Completion,
@@ -21,6 +19,7 @@ from maxcode.llm import (
     cache_key,
     resolve_model,
 )
+from tests.llm.fake_llm_server import FakeLLMServer, Step
 
 
 def _twice(provider: LLMProvider, first: LLMRequest, second: LLMRequest) -> list[Completion]:

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 
 import pytest
-from fake_llm_server import FakeLLMServer, Step
 
 from maxcode.errors import MaxcodeError
 from maxcode.llm import (
     Completion,
     InMemoryCallLog,
     LLMConfigError,
+    LLMError,
     LLMProvider,
     LLMRequest,
     LLMRequestError,
@@ -21,6 +22,7 @@ from maxcode.llm import (
     extract_code,
     resolve_model,
 )
+from tests.llm.fake_llm_server import FakeLLMServer, Step
 
 
 def _provider(
@@ -292,3 +294,47 @@ def test_missing_usage_is_reported_as_unknown(
     [completion] = _generate(_provider(fake_server, fast_retry, log), LLMRequest.from_prompt("x"))
     assert completion.prompt_tokens is None and completion.cost_usd is None
     assert log.calls[0].prompt_tokens is None
+
+
+def test_unexpected_sdk_failure_is_one_clear_line(
+    fake_server: FakeLLMServer, fast_retry: RetryPolicy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = InMemoryCallLog()
+    provider = _provider(fake_server, fast_retry, log)
+
+    async def broken(**kwargs: object) -> object:
+        raise RuntimeError("the SDK changed")
+
+    async def run() -> None:
+        async with provider:
+            client = provider._client  # type: ignore[attr-defined]
+            monkeypatch.setattr(client.chat.completions, "create", broken)
+            await provider.generate(LLMRequest.from_prompt("x"))
+
+    with pytest.raises(
+        LLMError, match="unexpected error in the openai SDK: RuntimeError"
+    ) as caught:
+        asyncio.run(run())
+    assert isinstance(caught.value, MaxcodeError) and caught.value.kind == "other"
+    assert log.calls[0].error is not None and log.calls[0].error.kind == "other"
+
+
+def test_retry_after_is_capped(fake_server: FakeLLMServer, fast_retry: RetryPolicy) -> None:
+    fake_server.script(Step(status=429, headers={"retry-after": "3600"}), Step(texts=["soon"]))
+    began = time.perf_counter()
+    [completion] = _generate(
+        _provider(fake_server, fast_retry, InMemoryCallLog()), LLMRequest.from_prompt("x")
+    )
+    assert completion.text == "soon"
+    assert time.perf_counter() - began < 2.0  # waited max_retry_after_s (0.2 s), not an hour
+
+
+def test_backoff_is_exponential_with_jitter_and_capped() -> None:
+    policy = RetryPolicy(base_delay_s=1.0, max_delay_s=5.0, max_retry_after_s=10.0)
+    rng = random.Random(0)
+    delays = [policy.backoff_s(retry, None, rng) for retry in range(6)]
+    ceilings = [1.0, 2.0, 4.0, 5.0, 5.0, 5.0]
+    assert all(c / 2 <= d <= c for d, c in zip(delays, ceilings, strict=True))
+    assert len({round(d, 6) for d in delays}) == 6  # jittered, never in lockstep
+    assert 3.0 <= policy.backoff_s(0, 3.0, rng) <= 3.3  # Retry-After, plus a little jitter
+    assert policy.backoff_s(0, 60.0, rng) == 10.0

@@ -171,9 +171,11 @@ def test_cpp_variants_compile_and_keep_the_output(tmp_path: Path) -> None:
     variants = rewrite_variants(CPP_PROGRAM, "cpp")
     rewrites = set(variants[0].applied)
     assert len(rewrites) == 6
-    # Everything at once, then each rewrite alone: every one must compile and agree.
-    checked = [variants[0]] + [variant for variant in variants if len(variant.applied) == 1]
-    assert len(checked) == 7
+    # Everything at once, then alone each rewrite that changes declarations (the others are
+    # line-local and covered by the first): all must compile and print what the original does.
+    structural = {("reserve_vectors",), ("const_reference_params",), ("unordered_maps",)}
+    checked = [variants[0]] + [v for v in variants if v.applied in structural]
+    assert len(checked) == 4
     with ThreadPoolExecutor(max_workers=8) as pool:
         outputs = list(
             pool.map(
@@ -227,7 +229,7 @@ def test_rules_calls_are_logged_free() -> None:
 
 
 def test_fast_io_is_not_added_when_stdio_is_mixed_in() -> None:
-    program = "#include <bits/stdc++.h>\nint main() { int n; scanf(\"%d\", &n); std::cout << n; }\n"
+    program = '#include <bits/stdc++.h>\nint main() { int n; scanf("%d", &n); std::cout << n; }\n'
     assert fast_io(program) is None
 
 
@@ -308,7 +310,7 @@ def test_reserve_needs_a_counted_loop_in_the_same_block() -> None:
 def test_endl_in_literals_and_digit_separators_is_untouched() -> None:
     program = (
         "#include <iostream>\nusing namespace std;\nint main() { "
-        'const char* s = R"(cout << endl;)"; char q = \'"\'; long long big = 1\'000; '
+        "const char* s = R\"(cout << endl;)\"; char q = '\"'; long long big = 1'000; "
         "cout << s << q << big << endl; }\n"
     )
     rewritten = endl_to_newline(program)

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Everything maxcode and its tests need on a fresh Debian/Ubuntu machine:
+# system tools (compiler, bubblewrap sandbox, valgrind) and the Python package with its extras.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v g++ >/dev/null || need+=(g++)
+command -v bwrap >/dev/null || need+=(bubblewrap)
+command -v valgrind >/dev/null || need+=(valgrind)
+if [ ${#need[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "installing system packages: ${need[*]}" >&2
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+python3 -m pip install -q --disable-pip-version-check -e ".[dev,anthropic]"

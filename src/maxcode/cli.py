@@ -21,6 +21,8 @@ from maxcode import __version__
 from maxcode.errors import MaxcodeError
 from maxcode.types import Feedback
 
+METHOD_NAMES = ("best-of-n", "effi-learner", "cuda-llm", "beam", "tree")
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -142,6 +144,299 @@ def eval_command(
         click.echo(json.dumps(feedback.model_dump(mode="json")))
     else:
         _print_feedback(feedback)
+
+
+STORE_OPTION = click.option(
+    "--store",
+    "store_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    envvar="MAXCODE_STORE",
+    help="Run store (SQLite); default MAXCODE_HOME/maxcode.db.",
+)
+
+# Search settings: (flag name, setting name) pairs copied from the command line when given.
+_SEARCH_FLAGS = [
+    ("model", "model"),
+    ("critic_model", "critic_model"),
+    ("method", "method"),
+    ("depth", "depth"),
+    ("candidates", "candidates"),
+    ("beam_width", "beam_width"),
+    ("max_evals", "max_evals"),
+    ("value", "value"),
+    ("executor", "executor"),
+    ("workers", "workers"),
+    ("metric", "metric"),
+    ("repeats", "repeats"),
+    ("temperature", "temperature"),
+    ("max_usd", "max_usd"),
+    ("max_llm_tokens", "max_llm_tokens"),
+    ("max_llm_calls", "max_llm_calls"),
+    ("pie_tests", "pie_tests"),
+]
+
+
+@main.command("optimize")
+@click.argument("task", required=False)
+@click.option(
+    "--model",
+    envvar="MAXCODE_MODEL",
+    help="Policy model, provider/model (default: the offline rules proposer).",
+)
+@click.option(
+    "--critic-model", envvar="MAXCODE_CRITIC_MODEL", help="Critic model (default: the policy's)."
+)
+@click.option(
+    "--base-url", envvar="MAXCODE_BASE_URL", help="Endpoint of an OpenAI-compatible server."
+)
+@click.option(
+    "--method",
+    type=click.Choice(list(METHOD_NAMES)),
+    envvar="MAXCODE_METHOD",
+    help="Search method (default cuda-llm).",
+)
+@click.option(
+    "--observation",
+    envvar="MAXCODE_OBSERVATION",
+    help="Observation parts: feedback,trajectory,critique,best (or none).",
+)
+@click.option(
+    "--maxcode",
+    "maxcode_variant",
+    is_flag=True,
+    envvar="MAXCODE_MAXCODE",
+    help="MaxCode variant: observation trajectory,critique,best.",
+)
+@click.option(
+    "--depth", type=click.IntRange(min=1), envvar="MAXCODE_DEPTH", help="Search steps (default 8)."
+)
+@click.option(
+    "--candidates",
+    type=click.IntRange(min=1),
+    envvar="MAXCODE_CANDIDATES",
+    help="Candidates per expanded node, k (default 8).",
+)
+@click.option(
+    "--beam-width",
+    type=click.IntRange(min=1),
+    envvar="MAXCODE_BEAM_WIDTH",
+    help="Nodes kept per level by beam (default 2).",
+)
+@click.option(
+    "--max-evals",
+    type=click.IntRange(min=1),
+    envvar="MAXCODE_MAX_EVALS",
+    help="Stop after this many evaluations.",
+)
+@click.option("--value", envvar="MAXCODE_VALUE", help="Value function: none.")
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    envvar="MAXCODE_EXECUTOR",
+    help="Where evaluations run.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    envvar="MAXCODE_WORKERS",
+    help="Evaluations at once (default 1).",
+)
+@click.option(
+    "--metric",
+    type=click.Choice(["wall", "instructions"]),
+    envvar="MAXCODE_METRIC",
+    help="Reward metric (default wall).",
+)
+@click.option(
+    "--repeats",
+    type=click.IntRange(min=1),
+    envvar="MAXCODE_REPEATS",
+    help="Timed rounds per evaluation.",
+)
+@click.option(
+    "--temperature",
+    type=click.FloatRange(min=0),
+    envvar="MAXCODE_TEMPERATURE",
+    help="Policy temperature (default 0.7).",
+)
+@click.option(
+    "--max-usd",
+    type=click.FloatRange(min=0, min_open=True),
+    envvar="MAXCODE_MAX_USD",
+    help="LLM spending limit in USD.",
+)
+@click.option(
+    "--max-llm-tokens",
+    type=click.IntRange(min=1),
+    envvar="MAXCODE_MAX_LLM_TOKENS",
+    help="LLM token limit.",
+)
+@click.option(
+    "--max-llm-calls",
+    type=click.IntRange(min=1),
+    envvar="MAXCODE_MAX_LLM_CALLS",
+    help="LLM call limit.",
+)
+@click.option("--pie-tests", envvar="MAXCODE_PIE_TESTS", help="Test-case folder of a PIE row.")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="MAXCODE_CONFIG",
+    help="YAML file of settings (flags win).",
+)
+@click.option("--resume", "resume_id", help="Continue a stopped or killed run.")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Where to write the best program.",
+)
+@STORE_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+@click.pass_context
+def optimize_command(
+    ctx: click.Context,
+    task: str | None,
+    base_url: str | None,
+    observation: str | None,
+    maxcode_variant: bool,
+    config_file: Path | None,
+    resume_id: str | None,
+    output: Path | None,
+    store_path: Path | None,
+    as_json: bool,
+    **flags: Any,
+) -> None:
+    """Search for a faster version of TASK's program."""
+    from maxcode.search import (
+        MAXCODE_PARTS,
+        load_config_file,
+        make_config,
+        new_run,
+        parse_parts,
+        run_search,
+    )
+    from maxcode.store import open_store
+
+    given = {
+        name
+        for name in ctx.params
+        if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+    }
+    if resume_id:
+        extra = given - {"resume_id", "base_url", "store_path", "as_json", "output"}
+        if task or extra:
+            raise MaxcodeError("--resume takes only --base-url, --store, --output and --json")
+    elif not task:
+        raise MaxcodeError("name a TASK to optimize, or --resume RUN_ID")
+    store = open_store(store_path)
+    if not resume_id:
+        assert task is not None
+        settings: dict[str, Any] = load_config_file(config_file) if config_file else {}
+        for flag, setting in _SEARCH_FLAGS:
+            if flag in given:
+                settings[setting] = flags[flag]
+        if maxcode_variant and "observation" not in given:
+            settings["observation"] = list(MAXCODE_PARTS)
+        if observation is not None:
+            settings["observation"] = parse_parts(observation)
+        settings["base_url"] = base_url
+        config = make_config(settings)
+        resume_id = new_run(store, task, config, say=_say)
+        _say(f"run {resume_id}: {task} with {config.method}")
+    else:
+        _say(f"resuming run {resume_id}")
+    try:
+        summary = run_search(
+            store, resume_id, base_url=base_url, output=output, on_step=_step_printer()
+        )
+    except KeyboardInterrupt:
+        click.echo(
+            f"interrupted; everything so far is kept: maxcode optimize --resume {resume_id}",
+            err=True,
+        )
+        sys.exit(130)
+    if as_json:
+        click.echo(json.dumps(summary.as_json()))
+        return
+    cost = "unknown" if summary.cost_usd is None else f"${summary.cost_usd:.4f}"
+    click.echo(
+        f"run {summary.run_id} {summary.status}{': ' + summary.message if summary.message else ''}"
+    )
+    click.echo(f"best speedup {summary.best_speedup:.2f}x ({summary.best_node or 'the reference'})")
+    click.echo(f"best program {summary.best_program}")
+    click.echo(
+        f"{summary.evaluations} evaluations, {summary.llm_calls} LLM calls, "
+        f"{summary.prompt_tokens + summary.completion_tokens} tokens, cost {cost}"
+    )
+
+
+def _say(line: str) -> None:
+    click.echo(line, err=True)
+
+
+def _step_printer() -> Callable[[Any], None]:
+    """Progress after each step, on stderr: colour on a terminal, plain lines otherwise."""
+    from rich.console import Console
+
+    console = Console(stderr=True, highlight=False)
+
+    def show(report: Any) -> None:
+        line = (
+            f"step {report.step}/{report.steps}: {report.proposed} proposed, "
+            f"{report.evaluations} evaluations, best {report.best_speedup:.2f}x"
+        )
+        if console.is_terminal:
+            console.print(f"[bold]{line}[/]")
+        else:
+            click.echo(line, err=True)
+
+    return show
+
+
+@main.command("runs")
+@STORE_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def runs_command(store_path: Path | None, as_json: bool) -> None:
+    """List the runs in the store."""
+    from maxcode.store import open_store
+
+    store = open_store(store_path)
+    rows = []
+    for run in store.list_runs():
+        usage = store.usage(run.run_id)
+        rows.append(
+            {
+                "run_id": run.run_id,
+                "task": run.task_name,
+                "method": run.method,
+                "status": run.status,
+                "best_speedup": run.best_speedup,
+                "evaluations": store.count_evaluations(run.run_id),
+                "steps": run.steps_done,
+                "created_at": run.created_at,
+                "message": run.message,
+                **usage,
+            }
+        )
+    if as_json:
+        click.echo(json.dumps({"runs": rows}))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table()
+    for column in ("run", "task", "method", "status", "best", "evals", "calls", "cost"):
+        table.add_column(column)
+    for row in rows:
+        cost = "?" if row["cost_usd"] is None else f"${row['cost_usd']:.4f}"
+        table.add_row(
+            row["run_id"], row["task"], row["method"], row["status"],
+            f"{row['best_speedup']:.2f}x", str(row["evaluations"]), str(row["llm_calls"]), cost,
+        )  # fmt: skip
+    Console().print(table)
 
 
 def _print_feedback(feedback: Feedback) -> None:

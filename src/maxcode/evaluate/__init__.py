@@ -36,14 +36,18 @@ def evaluate_task(
     device: str = "cpu",
     repeats: int | None = None,
     sandbox: Sandbox | None = None,
+    cpu: int | None = None,
 ) -> Feedback:
-    """Judge a candidate's source against a loaded task."""
+    """Judge a candidate's source against a loaded task (``cpu``: where timed runs are pinned;
+    None picks one)."""
     if task.kind == "cpp":
         if device != "cpu":
             raise MaxcodeError(
                 f"{task.name}: C++ tasks run on the CPU; --device {device} is for KernelBench"
             )
-        return evaluate_cpp(task, candidate_source, metric=metric, repeats=repeats, sandbox=sandbox)
+        return evaluate_cpp(
+            task, candidate_source, metric=metric, repeats=repeats, sandbox=sandbox, cpu=cpu
+        )
     raise MaxcodeError(f"{task.name}: no evaluator for tasks of kind {task.kind!r} yet")
 
 

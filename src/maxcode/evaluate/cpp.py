@@ -159,8 +159,10 @@ def evaluate_cpp(
     metric: Metric = "wall",
     repeats: int | None = None,
     sandbox: Sandbox | None = None,
+    cpu: int | None = None,
 ) -> Feedback:
-    """Judge ``candidate`` (C++ source) against ``task``'s reference."""
+    """Judge ``candidate`` (C++ source) against ``task``'s reference; timed runs are pinned
+    to ``cpu`` (None: the last CPU this process may use)."""
     sandbox = sandbox or Sandbox()
     if metric == "instructions" and shutil.which("valgrind") is None:
         raise TaskError("--metric instructions needs valgrind (apt-get install valgrind)")
@@ -178,7 +180,7 @@ def evaluate_cpp(
         return _compile_failure(base, candidate_build)
     programs = _Programs(_install(reference_build.binary), _install(candidate_build.binary))
     try:
-        runner = _Runner(sandbox, task, cpu=_timing_cpu())
+        runner = _Runner(sandbox, task, cpu=_timing_cpu() if cpu is None else cpu)
         outcomes = _correctness_round(runner, task, programs)
         passed = sum(outcome.status == "passed" for outcome in outcomes)
         if passed < len(task.tests):

@@ -236,7 +236,9 @@ class RulesProvider(LLMProvider):
                 "returning it unchanged."
             )
             return [f"{note}\n\n```{fence}\n{program.rstrip()}\n```\n"] * n
-        start = self._served.get(key, 0)
+        # A caller that needs the same answers on a replay (``--resume``) says where to start.
+        offset = request.options.get("variant_offset")
+        start = int(offset) if offset is not None else self._served.get(key, 0)
         self._served[key] = start + n
         texts = []
         for index in range(start, start + n):

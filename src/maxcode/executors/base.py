@@ -1,0 +1,52 @@
+"""Where evaluations run. The search talks only to this interface."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from types import TracebackType
+
+from maxcode.tasks import Task
+from maxcode.types import Feedback, Metric
+
+
+@dataclass(frozen=True)
+class EvalJob:
+    """One candidate to judge against its task."""
+
+    task: Task
+    """The task (reference and tests)."""
+    source: str
+    """The candidate program."""
+    metric: Metric = "wall"
+    """The cost to measure."""
+    repeats: int | None = None
+    """Timed rounds (wall metric); None for the task's own setting."""
+
+
+class Executor(ABC):
+    """A backend that evaluates candidates: ``setup``, ``evaluate`` (many at once), ``close``."""
+
+    async def setup(self) -> None:
+        """Acquire what the backend needs (workers, a cluster connection)."""
+        return None
+
+    @abstractmethod
+    async def evaluate(self, job: EvalJob) -> Feedback:
+        """Judge one candidate; callers may await several at once."""
+
+    async def close(self) -> None:
+        """Release the backend's resources."""
+        return None
+
+    async def __aenter__(self) -> Executor:
+        await self.setup()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()

@@ -1,0 +1,61 @@
+"""The default executor: evaluations on this machine, a few at a time.
+
+Each evaluation already runs its programs in sandboxed subprocesses, so a thread per
+evaluation slot is enough here. Every slot pins its timed runs to a CPU of its own, so that
+two evaluations never time on the same core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from maxcode.evaluate import Sandbox, evaluate_task
+from maxcode.executors.base import EvalJob, Executor
+from maxcode.types import Feedback
+
+
+def _cpus() -> list[int]:
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return list(range(os.cpu_count() or 1))
+
+
+class LocalExecutor(Executor):
+    """Evaluations in this process's threads, at most ``workers`` at once."""
+
+    def __init__(self, workers: int = 1, sandbox: Sandbox | None = None) -> None:
+        if workers < 1:
+            raise ValueError("workers must be at least 1")
+        self.workers = workers
+        self.sandbox = sandbox
+        cpus = _cpus()
+        # The last CPUs for timing, one per slot, leaving the first to this process when we can.
+        spare = cpus[1:] if len(cpus) > workers else cpus
+        self._free: list[int | None] = [spare[-(slot % len(spare)) - 1] for slot in range(workers)]
+        self._slots: asyncio.Semaphore | None = None
+
+    async def setup(self) -> None:
+        if self.sandbox is None:
+            self.sandbox = await asyncio.to_thread(Sandbox)
+        self._slots = asyncio.Semaphore(self.workers)
+
+    async def evaluate(self, job: EvalJob) -> Feedback:
+        if self._slots is None:
+            await self.setup()
+        assert self._slots is not None
+        async with self._slots:
+            cpu = self._free.pop()
+            try:
+                return await asyncio.to_thread(
+                    evaluate_task,
+                    job.task,
+                    job.source,
+                    metric=job.metric,
+                    repeats=job.repeats,
+                    sandbox=self.sandbox,
+                    cpu=cpu,
+                )
+            finally:
+                self._free.append(cpu)

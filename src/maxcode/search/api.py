@@ -1,0 +1,189 @@
+"""Starting and resuming runs: what ``maxcode optimize`` calls."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from maxcode.config import maxcode_home
+from maxcode.errors import MaxcodeError
+from maxcode.executors import make_executor
+from maxcode.llm import NO_MODEL_MESSAGE, Budget, BudgetExhausted, LLMProvider, resolve_model
+from maxcode.search.config import SearchConfig
+from maxcode.search.critique import Critic, LLMCritic, TemplateCritic
+from maxcode.search.loop import Search, SearchOutcome, StepReport
+from maxcode.search.methods import make_method
+from maxcode.search.value import make_value
+from maxcode.store import RunStore
+from maxcode.tasks import Task, load_task
+
+EXTENSIONS = {"cpp": ".cpp", "kernelbench": ".py"}
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What ``maxcode optimize --json`` prints."""
+
+    run_id: str
+    task: str
+    method: str
+    status: str
+    message: str
+    best_speedup: float
+    best_node: str | None
+    best_program: str
+    evaluations: int
+    llm_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+    trace: list[float]
+
+    def as_json(self) -> dict[str, Any]:
+        """The summary as a JSON object."""
+        return dict(self.__dict__)
+
+
+def new_run(
+    store: RunStore,
+    task_spec: str,
+    config: SearchConfig,
+    *,
+    say: Callable[[str], None] = lambda line: None,
+) -> str:
+    """Record a new run and return its id (the task is loaded and checked first)."""
+    task = load_task(task_spec, config.pie_tests)
+    make_value(config.value)
+    if config.model == "rules":
+        say(NO_MODEL_MESSAGE)
+    run_id = uuid.uuid4().hex[:12]
+    stored = config.model_dump(exclude={"base_url"})
+    store.create_run(run_id, task_spec, task.name, task.kind, config.method, stored)
+    return run_id
+
+
+def run_search(
+    store: RunStore,
+    run_id: str,
+    *,
+    base_url: str | None = None,
+    output: Path | None = None,
+    on_step: Callable[[StepReport], None] = lambda report: None,
+) -> RunSummary:
+    """Run (or resume) a recorded run to its end; Ctrl-C and a spent budget stop it cleanly."""
+    record = store.get_run(run_id)
+    if record is None:
+        raise MaxcodeError(f"no run {run_id!r} in {store.path}")
+    run_id = record.run_id
+    config = SearchConfig.model_validate({**record.config, "base_url": base_url})
+    task = load_task(record.task_spec, config.pie_tests)
+    store.update_run(run_id, status="running", message="")
+    try:
+        outcome = asyncio.run(_search(store, run_id, task, config, on_step))
+    except KeyboardInterrupt:
+        store.update_run(run_id, status="stopped", message="interrupted; resume with --resume")
+        raise
+    except BudgetExhausted as spent:
+        store.update_run(run_id, status="stopped", message=f"{spent}; resume with a larger budget")
+    except MaxcodeError as error:
+        store.update_run(run_id, status="failed", message=str(error))
+        raise
+    except BaseException as error:
+        store.update_run(run_id, status="failed", message=f"{type(error).__name__}: {error}")
+        raise
+    else:
+        store.update_run(run_id, status=outcome.status, message=outcome.message)
+    return summarize(store, run_id, output)
+
+
+async def _search(
+    store: RunStore,
+    run_id: str,
+    task: Task,
+    config: SearchConfig,
+    on_step: Callable[[StepReport], None],
+) -> SearchOutcome:
+    usage = store.usage(run_id)
+    budget = None
+    if config.max_usd or config.max_llm_tokens or config.max_llm_calls:
+        budget = Budget(config.max_usd, config.max_llm_tokens, config.max_llm_calls)
+        # Spending before a resume counts against the same budget.
+        budget.calls = usage["llm_calls"]
+        budget.spent_tokens = usage["prompt_tokens"] + usage["completion_tokens"]
+        budget.spent_usd = usage["cost_usd"] or 0.0
+    call_log = store.call_log(run_id)
+    policy = resolve_model(config.model, base_url=config.base_url, budget=budget, call_log=call_log)
+    critic: Critic
+    critic_model = config.critic_model or config.model
+    critic_provider: LLMProvider | None = None
+    if critic_model == "rules":
+        critic = TemplateCritic()
+    else:
+        critic_provider = resolve_model(
+            critic_model, base_url=config.base_url, budget=budget, call_log=call_log
+        )
+        critic = LLMCritic(critic_provider, max_tokens=min(config.max_tokens, 1024))
+    executor = make_executor(config.executor, config.workers)
+    search = Search(
+        run_id=run_id,
+        task=task,
+        config=config,
+        store=store,
+        policy=policy,
+        critic=critic,
+        executor=executor,
+        method=make_method(config),
+        on_step=on_step,
+    )
+    try:
+        async with executor:
+            return await search.run()
+    finally:
+        await policy.close()
+        if critic_provider is not None:
+            await critic_provider.close()
+
+
+def summarize(store: RunStore, run_id: str, output: Path | None = None) -> RunSummary:
+    """The run's summary; writes its best program to ``output`` (default: under the run's
+    folder in ``MAXCODE_HOME``)."""
+    record = store.get_run(run_id)
+    if record is None:
+        raise MaxcodeError(f"no run {run_id!r} in {store.path}")
+    task_kind = "cpp"
+    source: str | None = None
+    if record.best_node_id is not None:
+        for node in store.nodes(record.run_id):
+            if node.node_id == record.best_node_id and node.candidate_sha256:
+                source = store.get_candidate(node.candidate_sha256)
+    if source is None:
+        source = load_task(record.task_spec, record.config.get("pie_tests")).reference
+    extension = EXTENSIONS.get(task_kind, ".txt")
+    path = output or maxcode_home() / "runs" / record.run_id / f"best{extension}"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+    except OSError as error:
+        print(f"warning: cannot write the best program to {path}: {error}", file=sys.stderr)
+    usage = store.usage(record.run_id)
+    return RunSummary(
+        run_id=record.run_id,
+        task=record.task_name,
+        method=record.method,
+        status=record.status,
+        message=record.message,
+        best_speedup=record.best_speedup,
+        best_node=record.best_node_id,
+        best_program=str(path),
+        evaluations=store.count_evaluations(record.run_id),
+        llm_calls=usage["llm_calls"],
+        prompt_tokens=usage["prompt_tokens"],
+        completion_tokens=usage["completion_tokens"],
+        cost_usd=usage["cost_usd"],
+        trace=record.trace,
+    )

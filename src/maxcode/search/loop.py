@@ -1,0 +1,256 @@
+"""The max-reward search loop.
+
+Each step: the method picks nodes to expand; for each, the observation is built and the policy
+proposes candidates; new programs are evaluated (identical ones once); the critic writes a
+critique of each; everything goes into the store at once. The result is the best reward ever
+seen, not a sum.
+
+The loop is a deterministic function of the configuration and of what the store holds: LLM
+answers, evaluations and critiques are looked up by a stable key before they are requested.
+So ``--resume`` simply runs the loop again: completed work is replayed from the store, and
+only what was missing when the run stopped is done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from maxcode.executors import EvalJob, Executor
+from maxcode.llm import LLMProvider, LLMRequest
+from maxcode.llm.extract import extract_code
+from maxcode.search.config import SearchConfig
+from maxcode.search.critique import Critic
+from maxcode.search.methods import Expansion, Method
+from maxcode.search.observation import History, build_policy_prompt
+from maxcode.search.tree import Node, best_node
+from maxcode.store import NodeRecord, RunStore
+from maxcode.tasks import Task
+from maxcode.types import Feedback
+
+LANGUAGE = {"cpp": "cpp", "kernelbench": "python"}
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """Progress after one step."""
+
+    step: int
+    """The step just completed (1-based)."""
+    steps: int
+    """Steps planned."""
+    evaluations: int
+    """Evaluations so far."""
+    best_speedup: float
+    """Best reward so far."""
+    proposed: int
+    """Candidates proposed in this step."""
+
+
+@dataclass
+class SearchOutcome:
+    """How the loop ended."""
+
+    status: str
+    """done, or stopped (budget spent, interrupted)."""
+    message: str
+    """Why it stopped, when it did not simply finish."""
+    best: Node
+    """The best node."""
+    nodes: list[Node]
+    """Every node, root first."""
+    evaluations: int
+    """Distinct candidates evaluated."""
+    trace: list[float]
+    """Best reward after each step."""
+
+
+def normalised_key(source: str) -> str:
+    """Identity of a program for deduplication: whitespace-insensitive content hash."""
+    lines = (" ".join(line.split()) for line in source.splitlines())
+    return hashlib.sha256("\n".join(line for line in lines if line).encode()).hexdigest()
+
+
+@dataclass
+class Search:
+    """One run of the loop over a task."""
+
+    run_id: str
+    task: Task
+    config: SearchConfig
+    store: RunStore
+    policy: LLMProvider
+    critic: Critic
+    executor: Executor
+    method: Method
+    on_step: Callable[[StepReport], None] = lambda report: None
+    nodes: list[Node] = field(init=False)
+    trace: list[float] = field(default_factory=list)
+    evaluations: int = 0
+    _by_key: dict[str, Node] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.nodes = [Node("0", None, 0, self.task.reference)]
+
+    @property
+    def language(self) -> str:
+        return LANGUAGE.get(self.task.kind, self.task.kind)
+
+    async def run(self) -> SearchOutcome:
+        """Run (or replay and continue) the search to its end."""
+        steps = self.config.steps()
+        exhausted = False
+        for step in range(1, steps + 1):
+            expansions = self.method.expansions(step, self.nodes)
+            if not expansions:
+                break
+            proposed = await self._step(step, expansions)
+            exhausted = self._evaluations_exhausted()
+            best = best_node(self.nodes)
+            self.trace.append(best.reward)
+            self.store.update_run(
+                self.run_id,
+                best_node_id=None if best.is_root else best.node_id,
+                best_speedup=best.reward,
+                steps_done=step,
+                trace=self.trace,
+            )
+            self.on_step(StepReport(step, steps, self.evaluations, best.reward, proposed))
+            if exhausted:
+                break
+        message = f"stopped after {self.evaluations} evaluations (--max-evals)" if exhausted else ""
+        return SearchOutcome(
+            "done", message, best_node(self.nodes), self.nodes, self.evaluations, self.trace
+        )
+
+    def _evaluations_exhausted(self) -> bool:
+        limit = self.config.max_evals
+        return limit is not None and self.evaluations >= limit
+
+    async def _step(self, step: int, expansions: list[Expansion]) -> int:
+        answers = await asyncio.gather(
+            *(self._propose(step, expansion) for expansion in expansions)
+        )
+        new_nodes: list[Node] = []
+        for expansion, texts in zip(expansions, answers):
+            expansion.parent.expanded = True
+            for text in texts[: expansion.count]:
+                node = self._add_node(step, len(new_nodes), expansion, text)
+                new_nodes.append(node)
+        await self._evaluate(new_nodes)
+        await self._critique(new_nodes)
+        return len(new_nodes)
+
+    # --- proposing -----------------------------------------------------------------------
+
+    async def _propose(self, step: int, expansion: Expansion) -> list[str]:
+        purpose = f"policy:{step}:{expansion.parent.node_id}"
+        recorded = self.store.find_call(self.run_id, purpose)
+        if recorded is not None and len(recorded.responses) >= expansion.count:
+            return list(recorded.responses)
+        history = History(
+            task=self.task,
+            parent=expansion.parent,
+            best=best_node(self.nodes),
+            attempts=self.nodes,
+            trajectory_tokens=self.config.trajectory_tokens,
+            parts=self.config.observation_parts(),
+        )
+        system, user = build_policy_prompt(history)
+        options: dict[str, object] = {}
+        if self.policy.provider_name == "rules":
+            # Deterministic rotation through the offline rewrites, the same on a replay.
+            options["variant_offset"] = (step - 1) * expansion.count
+        request = LLMRequest.from_prompt(
+            user,
+            system=system,
+            n=expansion.count,
+            temperature=self.config.temperature,
+            max_tokens=self.config.max_tokens,
+            purpose=purpose,
+            options=options,
+        )
+        completions = await self.policy.generate(request)
+        return [completion.text for completion in completions]
+
+    def _add_node(self, step: int, index: int, expansion: Expansion, text: str) -> Node:
+        source = extract_code(text, self.language)
+        node = Node(f"{step}.{index}", expansion.parent, step, source, completion=text)
+        expansion.parent.children.append(node)
+        self.nodes.append(node)
+        digest = self.store.put_candidate(source, self.language) if source is not None else None
+        self.store.put_node(
+            self.run_id,
+            NodeRecord(
+                node_id=node.node_id,
+                parent_id=expansion.parent.node_id,
+                depth=node.depth,
+                step=step,
+                candidate_sha256=digest,
+                observation_parts=",".join(self.config.observation_parts()),
+                prompt_call=f"policy:{step}:{expansion.parent.node_id}",
+                completion=text,
+            ),
+        )
+        return node
+
+    # --- evaluating ----------------------------------------------------------------------
+
+    async def _evaluate(self, new_nodes: list[Node]) -> None:
+        pending: dict[str, Node] = {}
+        for node in new_nodes:
+            if node.source is None:
+                continue
+            key = normalised_key(node.source)
+            first = self._by_key.get(key) or pending.get(key)
+            if first is not None:
+                node.duplicate_of = first.node_id
+                continue
+            if self._evaluations_exhausted():
+                continue
+            pending[key] = node
+            self.evaluations += 1
+        feedbacks = await asyncio.gather(
+            *(self._evaluate_one(key, node) for key, node in pending.items())
+        )
+        for (key, node), feedback in zip(pending.items(), feedbacks):
+            node.feedback = feedback
+            self._by_key[key] = node
+        for node in new_nodes:
+            if node.duplicate_of is not None and node.source is not None:
+                node.feedback = self._by_key[normalised_key(node.source)].feedback
+
+    async def _evaluate_one(self, key: str, node: Node) -> Feedback:
+        recorded = self.store.get_evaluation(self.run_id, key)
+        if recorded is not None:
+            return recorded
+        assert node.source is not None
+        started = time.perf_counter()
+        job = EvalJob(self.task, node.source, self.config.metric, self.config.repeats)
+        feedback = await self.executor.evaluate(job)
+        digest = hashlib.sha256(node.source.encode()).hexdigest()
+        self.store.put_evaluation(self.run_id, key, digest, feedback, time.perf_counter() - started)
+        return feedback
+
+    # --- critiquing ----------------------------------------------------------------------
+
+    async def _critique(self, new_nodes: list[Node]) -> None:
+        originals = [node for node in new_nodes if node.feedback and node.duplicate_of is None]
+        critiques = await asyncio.gather(*(self._critique_one(node) for node in originals))
+        for node, text in zip(originals, critiques):
+            node.critique = text
+        by_id = {node.node_id: node for node in self.nodes}
+        for node in new_nodes:
+            if node.duplicate_of is not None:
+                node.critique = by_id[node.duplicate_of].critique
+
+    async def _critique_one(self, node: Node) -> str:
+        recorded = self.store.get_critique(self.run_id, node.node_id)
+        if recorded is not None:
+            return recorded
+        text = await self.critic.critique(self.task, node, f"critic:{node.node_id}")
+        self.store.put_critique(self.run_id, node.node_id, text, self.critic.name)
+        return text

@@ -1,0 +1,274 @@
+"""Observations: what the policy is shown, built from the history by composable parts.
+
+Every prompt shows the program to improve (the node being expanded) and the instruction that
+fits its status. The parts add to it:
+
+- ``feedback``: what the harness found for the program to improve;
+- ``trajectory``: the earlier attempts with their feedback, oldest first, trimmed to a token
+  budget (the oldest go first; the best is never dropped);
+- ``critique``: the critic's diagnosis next to every attempt shown;
+- ``best``: the best program so far with its measured speedup and feedback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Protocol
+
+import jinja2
+
+from maxcode.search.tree import Node
+from maxcode.tasks import Task
+from maxcode.types import Feedback
+
+CHARS_PER_TOKEN = 4
+_COMPILE_OUTPUT_IN_PROMPT = 1500
+
+
+@dataclass(frozen=True)
+class History:
+    """What the observation is built from."""
+
+    task: Task
+    """The task."""
+    parent: Node
+    """The node whose program the policy is asked to improve."""
+    best: Node
+    """The best node so far."""
+    attempts: list[Node]
+    """Every proposal so far, in order."""
+    trajectory_tokens: int
+    """Token budget of the trajectory part."""
+    parts: tuple[str, ...]
+    """The parts in use (some parts change how others render)."""
+
+
+class ObservationPart(Protocol):
+    """One piece of what the policy sees: template variables taken from the history."""
+
+    name: str
+
+    def collect(self, history: History) -> dict[str, Any]:
+        """The variables this part adds to the prompt."""
+        ...
+
+
+def describe_feedback(feedback: Feedback | None) -> str:
+    """The harness's verdict as a short text for prompts (bounded)."""
+    if feedback is None:
+        return "Not evaluated."
+    if not feedback.compiled:
+        output = feedback.compile_output.strip()
+        if len(output) > _COMPILE_OUTPUT_IN_PROMPT:
+            output = output[:_COMPILE_OUTPUT_IN_PROMPT] + "\n…"
+        return f"Did not compile:\n{output or (feedback.error.message if feedback.error else '')}"
+    lines = []
+    if not feedback.correct:
+        lines.append(f"Wrong: passed {feedback.tests_passed} of {feedback.tests_total} tests.")
+        if feedback.error:
+            lines.append(f"First failure: {feedback.error.message}")
+        others = [t for t in feedback.tests if t.status != "passed"][1:6]
+        if others:
+            lines.append(
+                "Also failing: " + ", ".join(f"test {t.index} ({t.status})" for t in others)
+            )
+        if any("hidden test" in flag for flag in feedback.flags):
+            lines.append("A hidden test failed.")
+    else:
+        unit = "ms" if feedback.metric == "wall" else "instructions"
+        scale = 1000.0 if feedback.metric == "wall" else 1.0
+        lines.append(
+            f"Correct on all {feedback.tests_total} tests; {feedback.speedup:.2f}x faster than the "
+            f"reference ({feedback.metric}: {_amount(feedback.reference_cost, scale)} -> "
+            f"{_amount(feedback.candidate_cost, scale)} {unit})."
+        )
+        costly = sorted(
+            range(len(feedback.candidate_costs)),
+            key=lambda position: feedback.candidate_costs[position],
+            reverse=True,
+        )[:3]
+        if len(feedback.candidate_costs) > 1 and costly:
+            lines.append(
+                "Costliest tests: "
+                + ", ".join(
+                    f"test {feedback.tests[position].index} "
+                    f"({_amount(feedback.reference_costs[position], scale)} -> "
+                    f"{_amount(feedback.candidate_costs[position], scale)})"
+                    for position in costly
+                )
+                + "."
+            )
+    lines += [f"Harness flag: {flag}" for flag in feedback.flags]
+    return "\n".join(lines)
+
+
+def _amount(value: float | None, scale: float) -> str:
+    if value is None:
+        return "?"
+    scaled = value * scale
+    return f"{scaled:,.1f}" if scale != 1.0 else f"{scaled:,.0f}"
+
+
+def _node_view(node: Node, with_feedback: bool, with_critique: bool) -> dict[str, Any]:
+    return {
+        "node_id": node.node_id,
+        "is_root": node.is_root,
+        "status": node.status,
+        "speedup": node.reward,
+        "source": node.source,
+        "feedback": describe_feedback(node.feedback) if with_feedback and node.feedback else "",
+        "critique": node.critique if with_critique else None,
+    }
+
+
+class FeedbackPart:
+    """The last result: the harness's verdict on the program to improve."""
+
+    name = "feedback"
+
+    def collect(self, history: History) -> dict[str, Any]:
+        return {"parent_feedback": True}
+
+
+class CritiquePart:
+    """The critic's diagnosis next to every attempt shown."""
+
+    name = "critique"
+
+    def collect(self, history: History) -> dict[str, Any]:
+        return {"critiques": True}
+
+
+class BestPart:
+    """The best program so far, its measured speedup and its feedback."""
+
+    name = "best"
+
+    def collect(self, history: History) -> dict[str, Any]:
+        best = history.best
+        if best.is_root:
+            return {}
+        view = _node_view(best, True, "critique" in history.parts)
+        view["is_parent"] = best is history.parent
+        return {"best": view}
+
+
+class TrajectoryPart:
+    """Earlier attempts with their feedback, oldest first, within a token budget."""
+
+    name = "trajectory"
+
+    def collect(self, history: History) -> dict[str, Any]:
+        with_critique = "critique" in history.parts
+        shown_elsewhere = {id(history.parent)}
+        if "best" in history.parts:
+            shown_elsewhere.add(id(history.best))
+        entries = []
+        for node in history.attempts:
+            if node.is_root:
+                continue
+            view = _node_view(node, True, with_critique)
+            view["summary"] = _summary(node)
+            if id(node) in shown_elsewhere or node.duplicate_of:
+                view["source"] = None
+                view["feedback"] = ""
+                view["critique"] = None
+                if id(node) in shown_elsewhere:
+                    view["summary"] += " (shown in full below)" if node is history.parent else ""
+            entries.append((node, view))
+        kept, dropped = _trim(entries, history.best, history.trajectory_tokens)
+        return {"trajectory": kept, "trajectory_dropped": dropped}
+
+
+def _summary(node: Node) -> str:
+    if node.source is None:
+        return "the answer held no program"
+    if node.duplicate_of:
+        return f"the same program as attempt {node.duplicate_of}"
+    if node.feedback is None:
+        return "not evaluated"
+    return node.feedback.summary()
+
+
+def _trim(
+    entries: list[tuple[Node, dict[str, Any]]], best: Node, budget_tokens: int
+) -> tuple[list[dict[str, Any]], int]:
+    """Drop the oldest attempts until the rest fit the budget; the best always stays."""
+    sizes = [_size(view) for _, view in entries]
+    total = sum(sizes)
+    keep = [True] * len(entries)
+    for position, (node, _) in enumerate(entries):
+        if total <= budget_tokens * CHARS_PER_TOKEN:
+            break
+        if node is best:
+            continue
+        keep[position] = False
+        total -= sizes[position]
+    kept = [view for (_, view), wanted in zip(entries, keep) if wanted]
+    return kept, keep.count(False)
+
+
+def _size(view: dict[str, Any]) -> int:
+    return sum(
+        len(str(view.get(key) or "")) for key in ("source", "feedback", "critique", "summary")
+    )
+
+
+PART_TYPES: dict[str, type[ObservationPart]] = {
+    part.name: part for part in (FeedbackPart, TrajectoryPart, CritiquePart, BestPart)
+}
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("maxcode.search", "templates"),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def render(template: str, **variables: Any) -> str:
+    """Render a prompt template of ``maxcode/search/templates``."""
+    return _environment().get_template(template).render(**variables).strip() + "\n"
+
+
+def template_set(task: Task) -> str:
+    """The folder of prompt templates for a task's kind."""
+    return {"cpp": "cpp"}.get(task.kind, task.kind)
+
+
+def build_policy_prompt(history: History) -> tuple[str, str]:
+    """The policy's (system, user) messages for expanding ``history.parent``."""
+    variables: dict[str, Any] = {"best": None, "trajectory": [], "trajectory_dropped": 0}
+    flags: dict[str, Any] = {}
+    for part in history.parts:
+        flags.update(PART_TYPES[part]().collect(history))
+    variables.update({key: value for key, value in flags.items() if key in variables})
+    parent = _node_view(
+        history.parent, bool(flags.get("parent_feedback")), bool(flags.get("critiques"))
+    )
+    if history.parent.is_root:
+        parent["source"] = history.task.reference
+    folder = template_set(history.task)
+    system = render(f"{folder}/policy_system.j2", flags=" ".join(history.task.compile_flags))
+    user = render(f"{folder}/policy.j2", task=history.task, parent=parent, **variables)
+    return system, user
+
+
+def build_critic_prompt(task: Task, node: Node) -> tuple[str, str]:
+    """The critic's (system, user) messages for one evaluated node."""
+    folder = template_set(task)
+    system = render(f"{folder}/critic_system.j2")
+    user = render(
+        f"{folder}/critic.j2",
+        task=task,
+        node_id=node.node_id,
+        source=node.source or "",
+        feedback=describe_feedback(node.feedback),
+    )
+    return system, user

@@ -1,0 +1,77 @@
+"""The search tree: the reference at the root, every proposal a node under the one it refined."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from maxcode.types import Feedback
+
+NodeStatus = Literal["reference", "no_code", "compile_error", "incorrect", "correct", "unevaluated"]
+
+
+@dataclass(eq=False)
+class Node:
+    """One program in the search and what is known about it."""
+
+    node_id: str
+    """``0`` for the root, ``<step>.<index>`` for proposals."""
+    parent: Node | None
+    """The node whose program the policy was refining."""
+    step: int
+    """The search step that proposed it (0 for the root)."""
+    source: str | None
+    """The program; None when the policy's answer held no code."""
+    completion: str = ""
+    """The policy's whole answer."""
+    feedback: Feedback | None = None
+    """The harness's verdict (None for the root, a node without code, or one not evaluated)."""
+    critique: str | None = None
+    """The critic's diagnosis and suggestions."""
+    duplicate_of: str | None = None
+    """An earlier node with the same program, whose evaluation this one shares."""
+    children: list[Node] = field(default_factory=list)
+    """Proposals made from this node."""
+    expanded: bool = False
+    """The policy has been asked to refine this node."""
+
+    @property
+    def depth(self) -> int:
+        """Distance from the root."""
+        return 0 if self.parent is None else self.parent.depth + 1
+
+    @property
+    def is_root(self) -> bool:
+        """The reference program."""
+        return self.parent is None
+
+    @property
+    def reward(self) -> float:
+        """The speedup when correct, 0 otherwise; the reference scores 1."""
+        if self.is_root:
+            return 1.0
+        if self.feedback is not None and self.feedback.correct:
+            return self.feedback.speedup
+        return 0.0
+
+    @property
+    def status(self) -> NodeStatus:
+        """Where the node stands, for prompts and reports."""
+        if self.is_root:
+            return "reference"
+        if self.source is None:
+            return "no_code"
+        if self.feedback is None:
+            return "unevaluated"
+        if not self.feedback.compiled:
+            return "compile_error"
+        return "correct" if self.feedback.correct else "incorrect"
+
+
+def best_node(nodes: list[Node]) -> Node:
+    """The node with the highest reward; the earliest among equals (the root wins ties)."""
+    best = nodes[0]
+    for node in nodes[1:]:
+        if node.reward > best.reward:
+            best = node
+    return best

@@ -1,0 +1,119 @@
+"""The run store's schema, changed only by appending migrations (never by editing one)."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "m001_initial",
+        """
+        CREATE TABLE runs (
+            run_id TEXT PRIMARY KEY,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            task_spec TEXT NOT NULL,
+            task_name TEXT NOT NULL,
+            task_kind TEXT NOT NULL,
+            method TEXT NOT NULL,
+            config_json TEXT NOT NULL,
+            status TEXT NOT NULL,
+            best_node_id TEXT,
+            best_speedup REAL NOT NULL DEFAULT 1.0,
+            steps_done INTEGER NOT NULL DEFAULT 0,
+            trace_json TEXT NOT NULL DEFAULT '[]',
+            message TEXT NOT NULL DEFAULT ''
+        );
+        CREATE TABLE candidates (
+            sha256 TEXT PRIMARY KEY,
+            source TEXT NOT NULL,
+            language TEXT NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE TABLE nodes (
+            run_id TEXT NOT NULL REFERENCES runs(run_id),
+            node_id TEXT NOT NULL,
+            parent_id TEXT,
+            depth INTEGER NOT NULL,
+            step INTEGER NOT NULL,
+            candidate_sha256 TEXT REFERENCES candidates(sha256),
+            observation_parts TEXT NOT NULL,
+            prompt_call TEXT,
+            completion TEXT NOT NULL DEFAULT '',
+            value_score REAL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (run_id, node_id)
+        );
+        CREATE TABLE evaluations (
+            run_id TEXT NOT NULL REFERENCES runs(run_id),
+            eval_key TEXT NOT NULL,
+            candidate_sha256 TEXT NOT NULL,
+            reward REAL NOT NULL,
+            feedback_json TEXT NOT NULL,
+            seconds REAL NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (run_id, eval_key)
+        );
+        CREATE TABLE critiques (
+            run_id TEXT NOT NULL REFERENCES runs(run_id),
+            node_id TEXT NOT NULL,
+            text TEXT NOT NULL,
+            critic TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (run_id, node_id)
+        );
+        CREATE TABLE llm_calls (
+            call_id TEXT PRIMARY KEY,
+            run_id TEXT,
+            purpose TEXT NOT NULL,
+            provider TEXT NOT NULL,
+            model TEXT NOT NULL,
+            call_json TEXT NOT NULL,
+            ok INTEGER NOT NULL,
+            prompt_tokens INTEGER,
+            completion_tokens INTEGER,
+            cost_usd REAL,
+            latency_s REAL NOT NULL,
+            cached INTEGER NOT NULL,
+            created_at REAL NOT NULL,
+            schema_version INTEGER NOT NULL
+        );
+        CREATE INDEX llm_calls_by_run ON llm_calls(run_id, purpose);
+        CREATE INDEX nodes_by_run ON nodes(run_id, step);
+        """,
+    ),
+]
+
+
+def migrate(connection: sqlite3.Connection) -> list[str]:
+    """Apply the migrations not yet recorded, in order; returns the names applied."""
+    connection.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL)"
+    )
+    applied = {row[0] for row in connection.execute("SELECT name FROM schema_migrations")}
+    done = []
+    for name, script in MIGRATIONS:
+        if name in applied:
+            continue
+        # BEGIN IMMEDIATE: two processes opening a new store at once apply each migration once.
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            if connection.execute(
+                "SELECT 1 FROM schema_migrations WHERE name = ?", (name,)
+            ).fetchone():
+                connection.execute("COMMIT")
+                continue
+            for statement in script.split(";"):
+                if statement.strip():
+                    connection.execute(statement)
+            connection.execute(
+                "INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)",
+                (name, time.time()),
+            )
+            connection.execute("COMMIT")
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        done.append(name)
+    return done

@@ -1,0 +1,328 @@
+"""The run store: one SQLite file holding every run, node, candidate, evaluation, critique and
+LLM call. Every write is committed at once, so a run killed at any moment loses at most the
+work in flight, and ``--resume`` replays the rest from here."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from maxcode.errors import MaxcodeError
+from maxcode.llm import LLMCall
+from maxcode.store.migrations import migrate
+from maxcode.types import Feedback
+
+STORE_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One search run as stored."""
+
+    run_id: str
+    """Short unique id."""
+    created_at: float
+    """Unix time the run started."""
+    task_spec: str
+    """The task as the user named it (folder, file, or FILE.jsonl#N)."""
+    task_name: str
+    """The task's name."""
+    method: str
+    """Search method."""
+    config: dict[str, Any]
+    """The full search configuration."""
+    status: str
+    """running, done, stopped (interrupted, budget spent) or failed."""
+    best_node_id: str | None
+    """The node with the highest reward (None: the reference is still the best)."""
+    best_speedup: float
+    """The highest reward seen (1.0: nothing beat the reference)."""
+    steps_done: int
+    """Search steps completed."""
+    trace: list[float]
+    """Best reward after each completed step."""
+    message: str
+    """Why the run stopped, when it did not simply finish."""
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    """One proposal in a run's search tree."""
+
+    node_id: str
+    """Id within the run, ``<step>.<index>``; the root (the reference) is ``0``."""
+    parent_id: str | None
+    """The node it was proposed from."""
+    depth: int
+    """Distance from the root."""
+    step: int
+    """Search step that proposed it."""
+    candidate_sha256: str | None
+    """The program proposed (None: the answer held no code)."""
+    observation_parts: str
+    """Observation parts the policy saw, comma-separated."""
+    prompt_call: str | None
+    """Purpose key of the policy call that proposed it."""
+    completion: str
+    """The policy's full answer."""
+    value_score: float | None = None
+    """The value function's score, when one ranked it."""
+
+
+class _RunCallLog:
+    """The ``CallLog`` of one run: every LLM call goes into the store under the run's id."""
+
+    def __init__(self, store: RunStore, run_id: str) -> None:
+        self.store = store
+        self.run_id = run_id
+
+    def record(self, call: LLMCall) -> None:
+        self.store.record_call(self.run_id, call)
+
+
+class RunStore:
+    """A SQLite file (WAL mode) that several processes may share."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._connection = sqlite3.connect(
+                self.path, timeout=30.0, isolation_level=None, check_same_thread=False
+            )
+            self._connection.execute("PRAGMA journal_mode=WAL")
+            self._connection.execute("PRAGMA busy_timeout=30000")
+            self._connection.execute("PRAGMA foreign_keys=ON")
+            migrate(self._connection)
+        except (sqlite3.Error, OSError) as error:
+            raise MaxcodeError(f"cannot open the run store {self.path}: {error}") from None
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._connection.close()
+
+    def _execute(self, sql: str, parameters: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+        with self._lock:
+            return self._connection.execute(sql, parameters)
+
+    # --- runs ------------------------------------------------------------------------------
+
+    def create_run(
+        self, run_id: str, task_spec: str, task_name: str, task_kind: str, method: str,
+        config: dict[str, Any],
+    ) -> None:  # fmt: skip
+        """Record a new run."""
+        now = time.time()
+        self._execute(
+            "INSERT INTO runs (run_id, created_at, updated_at, task_spec, task_name, task_kind,"
+            " method, config_json, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running')",
+            (run_id, now, now, task_spec, task_name, task_kind, method, json.dumps(config)),
+        )
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        """A run by id (a unique prefix of the id is enough)."""
+        rows = self._execute(
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id LIKE ? ORDER BY created_at",
+            (run_id.replace("%", "") + "%",),
+        ).fetchall()
+        exact = [row for row in rows if row[0] == run_id]
+        if exact:
+            return _run(exact[0])
+        if len(rows) > 1:
+            raise MaxcodeError(f"run id {run_id!r} is ambiguous: {len(rows)} runs start with it")
+        return _run(rows[0]) if rows else None
+
+    def list_runs(self) -> list[RunRecord]:
+        """Every run, oldest first."""
+        rows = self._execute(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY created_at").fetchall()
+        return [_run(row) for row in rows]
+
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        """Change a run's status, best, steps done, trace or message."""
+        columns = {"status", "best_node_id", "best_speedup", "steps_done", "message"}
+        assignments: list[str] = ["updated_at = ?"]
+        values: list[Any] = [time.time()]
+        for name, value in fields.items():
+            if name == "trace":
+                assignments.append("trace_json = ?")
+                values.append(json.dumps(value))
+            elif name in columns:
+                assignments.append(f"{name} = ?")
+                values.append(value)
+            else:
+                raise ValueError(f"unknown run field {name}")
+        values.append(run_id)
+        self._execute(f"UPDATE runs SET {', '.join(assignments)} WHERE run_id = ?", tuple(values))
+
+    # --- candidates and nodes ------------------------------------------------------------------
+
+    def put_candidate(self, source: str, language: str) -> str:
+        """Store a program by its content hash; returns the hash."""
+        digest = hashlib.sha256(source.encode()).hexdigest()
+        self._execute(
+            "INSERT OR IGNORE INTO candidates (sha256, source, language, created_at)"
+            " VALUES (?, ?, ?, ?)",
+            (digest, source, language, time.time()),
+        )
+        return digest
+
+    def get_candidate(self, digest: str) -> str:
+        """A program's source by its hash."""
+        row = self._execute("SELECT source FROM candidates WHERE sha256 = ?", (digest,)).fetchone()
+        if row is None:
+            raise KeyError(digest)
+        return str(row[0])
+
+    def put_node(self, run_id: str, node: NodeRecord) -> None:
+        """Record a node (a node already recorded under its id is kept as it was)."""
+        self._execute(
+            "INSERT OR IGNORE INTO nodes (run_id, node_id, parent_id, depth, step,"
+            " candidate_sha256, observation_parts, prompt_call, completion, value_score,"
+            " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id, node.node_id, node.parent_id, node.depth, node.step,
+                node.candidate_sha256, node.observation_parts, node.prompt_call,
+                node.completion, node.value_score, time.time(),
+            ),
+        )  # fmt: skip
+
+    def nodes(self, run_id: str) -> list[NodeRecord]:
+        """A run's nodes, in the order they were proposed."""
+        rows = self._execute(
+            "SELECT node_id, parent_id, depth, step, candidate_sha256, observation_parts,"
+            " prompt_call, completion, value_score FROM nodes WHERE run_id = ?"
+            " ORDER BY step, created_at, node_id",
+            (run_id,),
+        ).fetchall()
+        return [NodeRecord(*row) for row in rows]
+
+    # --- evaluations and critiques -----------------------------------------------------------
+
+    def put_evaluation(
+        self, run_id: str, eval_key: str, candidate_sha256: str, feedback: Feedback, seconds: float
+    ) -> None:
+        """Record what the harness said of a candidate."""
+        self._execute(
+            "INSERT OR IGNORE INTO evaluations (run_id, eval_key, candidate_sha256, reward,"
+            " feedback_json, seconds, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id, eval_key, candidate_sha256, feedback.speedup if feedback.correct else 0.0,
+                feedback.model_dump_json(), seconds, time.time(),
+            ),
+        )  # fmt: skip
+
+    def get_evaluation(self, run_id: str, eval_key: str) -> Feedback | None:
+        """A recorded evaluation, if there is one."""
+        row = self._execute(
+            "SELECT feedback_json FROM evaluations WHERE run_id = ? AND eval_key = ?",
+            (run_id, eval_key),
+        ).fetchone()
+        return Feedback.model_validate_json(row[0]) if row else None
+
+    def count_evaluations(self, run_id: str) -> int:
+        """Evaluations recorded for a run."""
+        row = self._execute("SELECT COUNT(*) FROM evaluations WHERE run_id = ?", (run_id,))
+        return int(row.fetchone()[0])
+
+    def put_critique(self, run_id: str, node_id: str, text: str, critic: str) -> None:
+        """Record the critic's diagnosis of a node."""
+        self._execute(
+            "INSERT OR IGNORE INTO critiques (run_id, node_id, text, critic, created_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (run_id, node_id, text, critic, time.time()),
+        )
+
+    def get_critique(self, run_id: str, node_id: str) -> str | None:
+        """A node's recorded critique, if there is one."""
+        row = self._execute(
+            "SELECT text FROM critiques WHERE run_id = ? AND node_id = ?", (run_id, node_id)
+        ).fetchone()
+        return str(row[0]) if row else None
+
+    # --- LLM calls -------------------------------------------------------------------------
+
+    def call_log(self, run_id: str) -> _RunCallLog:
+        """The ``CallLog`` that records a run's calls here."""
+        return _RunCallLog(self, run_id)
+
+    def record_call(self, run_id: str | None, call: LLMCall) -> None:
+        """Record one LLM call, successful or not."""
+        self._execute(
+            "INSERT OR IGNORE INTO llm_calls (call_id, run_id, purpose, provider, model, call_json,"
+            " ok, prompt_tokens, completion_tokens, cost_usd, latency_s, cached, created_at,"
+            " schema_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                call.call_id, run_id, call.purpose, call.provider, call.model,
+                call.model_dump_json(), call.error is None, call.prompt_tokens,
+                call.completion_tokens, call.cost_usd, call.latency_s, call.cached,
+                call.timestamp, call.schema_version,
+            ),
+        )  # fmt: skip
+
+    def find_call(self, run_id: str, purpose: str) -> LLMCall | None:
+        """The successful call a run made for ``purpose`` (what ``--resume`` replays)."""
+        row = self._execute(
+            "SELECT call_json FROM llm_calls WHERE run_id = ? AND purpose = ? AND ok = 1"
+            " ORDER BY created_at LIMIT 1",
+            (run_id, purpose),
+        ).fetchone()
+        return LLMCall.model_validate_json(row[0]) if row else None
+
+    def usage(self, run_id: str) -> dict[str, Any]:
+        """Calls, tokens and cost of a run (cost None when any call's price was unknown)."""
+        row = self._execute(
+            "SELECT COUNT(*), COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0),"
+            " COALESCE(SUM(cost_usd), 0), SUM(cost_usd IS NULL) FROM llm_calls WHERE run_id = ?",
+            (run_id,),
+        ).fetchone()
+        calls, prompt, completion, cost, unknown = row
+        return {
+            "llm_calls": int(calls),
+            "prompt_tokens": int(prompt),
+            "completion_tokens": int(completion),
+            "cost_usd": None if unknown else float(cost),
+        }
+
+
+_RUN_COLUMNS = (
+    "run_id, created_at, task_spec, task_name, method, config_json, status, best_node_id,"
+    " best_speedup, steps_done, trace_json, message"
+)
+
+
+def _run(row: tuple[Any, ...]) -> RunRecord:
+    (
+        run_id,
+        created_at,
+        spec,
+        name,
+        method,
+        config,
+        status,
+        best,
+        speedup,
+        steps,
+        trace,
+        message,
+    ) = row
+    return RunRecord(
+        run_id=run_id,
+        created_at=created_at,
+        task_spec=spec,
+        task_name=name,
+        method=method,
+        config=json.loads(config),
+        status=status,
+        best_node_id=best,
+        best_speedup=speedup,
+        steps_done=steps,
+        trace=json.loads(trace),
+        message=message,
+    )

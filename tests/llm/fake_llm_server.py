@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -46,6 +47,8 @@ class FakeLLMServer:
         self.steps: deque[Step] = deque()
         self.default = Step()
         self.seen: list[Seen] = []
+        self.responder: Callable[[dict[str, Any]], Step] | None = None
+        """When set, answers every request from its body (instead of the script)."""
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         server = self
@@ -65,7 +68,12 @@ class FakeLLMServer:
                     body = {}
                 with server._lock:
                     server.seen.append(Seen(self.path, dict(self.headers), body))
-                    step = server.steps.popleft() if server.steps else server.default
+                    if server.responder is not None:
+                        step = server.responder(body)
+                    elif server.steps:
+                        step = server.steps.popleft()
+                    else:
+                        step = server.default
                 if step.delay_s and server._stopping.wait(step.delay_s):
                     return
                 anthropic = self.path.rstrip("/").endswith("/messages")

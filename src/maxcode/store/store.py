@@ -208,9 +208,10 @@ class RunStore:
     def put_evaluation(
         self, run_id: str, eval_key: str, candidate_sha256: str, feedback: Feedback, seconds: float
     ) -> None:
-        """Record what the harness said of a candidate."""
+        """Record what the harness said of a candidate (once: a second evaluation of the same
+        key is a bug of the caller, and fails loudly)."""
         self._execute(
-            "INSERT OR IGNORE INTO evaluations (run_id, eval_key, candidate_sha256, reward,"
+            "INSERT INTO evaluations (run_id, eval_key, candidate_sha256, reward,"
             " feedback_json, seconds, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
                 run_id, eval_key, candidate_sha256, feedback.speedup if feedback.correct else 0.0,
@@ -234,7 +235,7 @@ class RunStore:
     def put_critique(self, run_id: str, node_id: str, text: str, critic: str) -> None:
         """Record the critic's diagnosis of a node."""
         self._execute(
-            "INSERT OR IGNORE INTO critiques (run_id, node_id, text, critic, created_at)"
+            "INSERT INTO critiques (run_id, node_id, text, critic, created_at)"
             " VALUES (?, ?, ?, ?, ?)",
             (run_id, node_id, text, critic, time.time()),
         )

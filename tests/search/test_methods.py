@@ -1,0 +1,187 @@
+"""The tree each search method grows, with scripted proposals and scripted verdicts.
+
+The loop only talks to the executor interface; here a scripted executor reads each
+candidate's reward from a marker line, so the shapes do not depend on timing noise.
+The real executor is exercised end to end in test_optimize.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from maxcode.executors import EvalJob, Executor
+from maxcode.llm import LLMRequest, ScriptedProvider
+from maxcode.search import Node, Search, SearchConfig, TemplateCritic, make_method
+from maxcode.store import RunStore
+from maxcode.tasks import load_task
+from maxcode.types import ErrorInfo, Feedback
+from tests.helpers import ECHO_SUM, write_task
+
+MARKER = re.compile(r"// candidate (\d+) reward ([\d.]+)")
+
+
+class ScriptedExecutor(Executor):
+    """Feedback from the candidate's ``// candidate N reward R`` line (R = 0: wrong)."""
+
+    def __init__(self) -> None:
+        self.jobs: list[EvalJob] = []
+
+    async def evaluate(self, job: EvalJob) -> Feedback:
+        self.jobs.append(job)
+        match = MARKER.search(job.source)
+        assert match, job.source
+        reward = float(match.group(2))
+        correct = reward > 0
+        return Feedback(
+            task=job.task.name,
+            compiled=True,
+            correct=correct,
+            speedup=reward,
+            metric="instructions",
+            reference_cost=100.0,
+            candidate_cost=100.0 / reward if correct else None,
+            tests_passed=2 if correct else 1,
+            tests_total=2,
+            error=None if correct else ErrorInfo(kind="wrong_answer", message="test 1: wrong"),
+        )
+
+
+def _proposer(rewards: Callable[[int], float]) -> Callable[[LLMRequest], str]:
+    counter = iter(range(10_000))
+
+    def reply(request: LLMRequest) -> str:
+        number = next(counter)
+        return f"```cpp\n// candidate {number} reward {rewards(number)}\n{ECHO_SUM}```"
+
+    return reply
+
+
+def grow(
+    tmp_path: Path, rewards: Callable[[int], float], **settings: object
+) -> tuple[list[Node], ScriptedExecutor]:
+    task = load_task(str(write_task(tmp_path / "task")))
+    config = SearchConfig.model_validate({"model": "scripted", **settings})
+    store = RunStore(tmp_path / "runs.db")
+    store.create_run("r1", "task", task.name, task.kind, config.method, config.model_dump())
+    executor = ScriptedExecutor()
+    search = Search(
+        run_id="r1",
+        task=task,
+        config=config,
+        store=store,
+        policy=ScriptedProvider(replies=[_proposer(rewards)], cycle=True),
+        critic=TemplateCritic(),
+        executor=executor,
+        method=make_method(config),
+    )
+    outcome = asyncio.run(search.run())
+    return outcome.nodes, executor
+
+
+def _parent_ids(nodes: list[Node], step: int) -> list[str]:
+    return [node.parent.node_id for node in nodes if node.step == step and node.parent]
+
+
+def test_best_of_n_is_n_children_of_the_root(tmp_path: Path) -> None:
+    nodes, executor = grow(tmp_path, lambda n: 1.5, method="best-of-n", candidates=5, depth=4)
+    assert len(nodes) == 6
+    assert all(node.parent is nodes[0] for node in nodes[1:])
+    assert len(executor.jobs) == 5
+
+
+def test_effi_learner_is_a_chain_that_advances_only_on_improvement(tmp_path: Path) -> None:
+    rewards = [2.0, 1.5, 3.0, 0.0, 4.0]
+    nodes, _ = grow(tmp_path, lambda n: rewards[n], method="effi-learner", depth=5)
+    proposals = nodes[1:]
+    assert [node.node_id for node in proposals] == ["1.0", "2.0", "3.0", "4.0", "5.0"]
+    assert [node.parent.node_id for node in proposals if node.parent] == [
+        "0", "1.0", "1.0", "3.0", "3.0",
+    ]  # fmt: skip
+
+
+def test_cuda_llm_is_depth_levels_of_k_from_each_step_best(tmp_path: Path) -> None:
+    # Rewards per candidate number: step 1 -> 0..2, step 2 -> 3..5, step 3 -> 6..8.
+    rewards = [1.2, 2.5, 0.0, 0.0, 1.1, 3.0, 1.0, 1.0, 1.0]
+    nodes, executor = grow(tmp_path, lambda n: rewards[n], method="cuda-llm", depth=3, candidates=3)
+    assert len(nodes) == 10
+    for step, parent in [(1, "0"), (2, "1.1"), (3, "2.2")]:
+        level = [node for node in nodes if node.step == step]
+        assert len(level) == 3
+        assert {node.depth for node in level} == {step}
+        assert _parent_ids(nodes, step) == [parent] * 3
+    assert len(executor.jobs) == 9
+
+
+def test_cuda_llm_keeps_a_failed_candidate_to_fix_when_none_is_correct(tmp_path: Path) -> None:
+    nodes, _ = grow(tmp_path, lambda n: 0.0, method="cuda-llm", depth=2, candidates=2)
+    assert _parent_ids(nodes, 2) == ["1.0", "1.0"]
+
+
+def test_beam_keeps_the_best_b_children(tmp_path: Path) -> None:
+    rewards = [1.5, 2.0, 1.1,  1.2, 0.0, 3.0, 2.2, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]  # fmt: skip
+    nodes, _ = grow(
+        tmp_path, lambda n: rewards[n], method="beam", depth=3, candidates=2, beam_width=2
+    )
+    assert _parent_ids(nodes, 1) == ["0", "0"]
+    # Step 1 gave 1.0 (1.5) and 1.1 (2.0): both kept, best first, 2 children each.
+    assert _parent_ids(nodes, 2) == ["1.1", "1.1", "1.0", "1.0"]
+    # Step 2 gave 2.0 (1.1), 2.1 (1.2), 2.2 (0), 2.3 (3.0): 2.3 and 2.1 kept, best first.
+    assert _parent_ids(nodes, 3) == ["2.3", "2.3", "2.1", "2.1"]
+
+
+def test_tree_expands_the_best_open_node_each_step(tmp_path: Path) -> None:
+    rewards = [1.5, 2.5, 1.2, 1.8, 3.5, 0.0, 1.0, 1.0]
+    nodes, _ = grow(tmp_path, lambda n: rewards[n], method="tree", depth=4, candidates=2)
+    # Step 1 expands the root; then always the highest reward not yet expanded.
+    assert [_parent_ids(nodes, step)[0] for step in (1, 2, 3, 4)] == ["0", "1.1", "2.1", "3.0"]
+    assert all(len(set(_parent_ids(nodes, step))) == 1 for step in (1, 2, 3, 4))
+
+
+def test_identical_candidates_are_evaluated_once(tmp_path: Path) -> None:
+    task = load_task(str(write_task(tmp_path / "task")))
+    config = SearchConfig(model="scripted", method="best-of-n", candidates=3)
+    store = RunStore(tmp_path / "runs.db")
+    store.create_run("r1", "task", task.name, task.kind, config.method, config.model_dump())
+    same = f"```cpp\n// candidate 1 reward 2.0\n{ECHO_SUM}```"
+    spaced = f"```cpp\n// candidate   1 reward 2.0\n\n{ECHO_SUM}```"
+    executor = ScriptedExecutor()
+    search = Search(
+        run_id="r1",
+        task=task,
+        config=config,
+        store=store,
+        policy=ScriptedProvider(replies=[same, same.replace("2.0", "2.0 "), spaced]),
+        critic=TemplateCritic(),
+        executor=executor,
+        method=make_method(config),
+    )
+    outcome = asyncio.run(search.run())
+    assert len(executor.jobs) == 1
+    assert [node.duplicate_of for node in outcome.nodes[1:]] == [None, "1.0", "1.0"]
+    assert all(node.reward == 2.0 for node in outcome.nodes[1:])
+
+
+def test_max_evals_stops_the_search(tmp_path: Path) -> None:
+    nodes, executor = grow(
+        tmp_path, lambda n: 1.0 + n / 10, method="cuda-llm", depth=5, candidates=3, max_evals=4
+    )
+    assert len(executor.jobs) == 4
+    assert max(node.step for node in nodes) == 2
+
+
+@pytest.mark.parametrize("method", ["best-of-n", "effi-learner", "cuda-llm", "beam", "tree"])
+def test_the_result_is_the_maximum_reward_seen(tmp_path: Path, method: str) -> None:
+    rewards = [1.5, 4.0, 0.0, 2.0, 1.0, 3.9, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    nodes, _ = grow(
+        tmp_path, lambda n: rewards[n % len(rewards)], method=method, depth=3, candidates=2
+    )
+    seen = [node.reward for node in nodes]
+    assert max(seen) == max(node.reward for node in nodes if node.feedback or node.is_root)
+    from maxcode.search.tree import best_node
+
+    assert best_node(nodes).reward == max(seen)

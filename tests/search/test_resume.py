@@ -1,0 +1,125 @@
+"""A run killed with SIGKILL and resumed ends with exactly the work of an unbroken run."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.helpers import write_task
+from tests.llm.fake_llm_server import FakeLLMServer, Step
+
+SLOW_SUM = """#include <cstdio>
+int main() {
+    long long a, b;
+    if (scanf("%lld %lld", &a, &b) != 2) return 1;
+    volatile long long work = 0;
+    for (long long i = 0; i < LOOPS; i++) work += i;
+    printf("%lld\\n", a + b);
+}
+"""
+VARIANTS = [
+    SLOW_SUM.replace("LOOPS", str(loops)) for loops in (300000, 150000, 90000, 40000, 20000, 5000)
+]
+
+
+def responder(body: dict[str, Any]) -> Step:
+    prompt = body["messages"][-1]["content"]
+    if any("You review one attempt" in m["content"] for m in body["messages"]):
+        return Step(texts=["Diagnosis: the loop does needless work.\nSuggestions:\n- Remove it."])
+    pick = int(hashlib.sha256(prompt.encode()).hexdigest(), 16)
+    texts = [f"```cpp\n{VARIANTS[(pick + i) % len(VARIANTS)]}```" for i in range(int(body["n"]))]
+    return Step(texts=texts)
+
+
+def _command(task: Path, store: Path, url: str) -> list[str]:
+    return [
+        sys.executable, "-c", "from maxcode.cli import run_cli; run_cli()", "optimize", str(task),
+        "--model", "openai/gpt-4o-mini", "--base-url", url, "--method", "cuda-llm",
+        "--maxcode", "--depth", "4", "--candidates", "2", "--metric", "instructions",
+        "--store", str(store), "--json",
+    ]  # fmt: skip
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "OPENAI_API_KEY": "sk-test"}
+
+
+def _evaluations(store: Path) -> list[tuple[str, float]]:
+    with sqlite3.connect(store) as db:
+        return sorted(db.execute("SELECT eval_key, reward FROM evaluations").fetchall())
+
+
+def _calls(store: Path) -> list[str]:
+    with sqlite3.connect(store) as db:
+        return sorted(row[0] for row in db.execute("SELECT purpose FROM llm_calls WHERE ok = 1"))
+
+
+def _count(store: Path) -> int:
+    try:
+        with sqlite3.connect(store, timeout=1) as db:
+            return int(db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0])
+    except sqlite3.Error:
+        return 0
+
+
+def test_sigkilled_run_resumes_to_the_same_end_without_repeating_work(tmp_path: Path) -> None:
+    task = write_task(
+        tmp_path / "task",
+        reference=VARIANTS[0],
+        tests=[("1 2\n", "3\n"), ("40 2\n", "42\n"), ("-5 5\n", "0\n")],
+    )
+    unbroken, broken = FakeLLMServer(), FakeLLMServer()
+    unbroken.responder = broken.responder = responder
+    try:
+        whole = subprocess.run(
+            _command(task, tmp_path / "a.db", unbroken.url),
+            capture_output=True, text=True, timeout=600, env=_env(), check=False,
+        )  # fmt: skip
+        assert whole.returncode == 0, whole.stderr
+        expected = json.loads(whole.stdout)
+        assert expected["evaluations"] >= 4
+
+        store = tmp_path / "b.db"
+        victim = subprocess.Popen(
+            _command(task, store, broken.url),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 300
+        while _count(store) < 2 and victim.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert victim.poll() is None, "the run ended before it could be killed"
+        os.killpg(victim.pid, signal.SIGKILL)
+        victim.wait()
+        killed_at = _count(store)
+        assert 2 <= killed_at < expected["evaluations"]
+        with sqlite3.connect(store) as db:
+            (run_id,) = db.execute("SELECT run_id FROM runs").fetchone()
+        resumed = subprocess.run(
+            [
+                sys.executable, "-c", "from maxcode.cli import run_cli; run_cli()", "optimize",
+                "--resume", run_id, "--store", str(store), "--base-url", broken.url, "--json",
+            ],
+            capture_output=True, text=True, timeout=600, env=_env(), check=False,
+        )  # fmt: skip
+        assert resumed.returncode == 0, resumed.stderr
+        result = json.loads(resumed.stdout)
+    finally:
+        unbroken.close()
+        broken.close()
+
+    assert _evaluations(store) == _evaluations(tmp_path / "a.db")
+    assert result["evaluations"] == expected["evaluations"]
+    assert result["best_speedup"] == expected["best_speedup"]
+    assert result["trace"] == expected["trace"]
+    # Every completed LLM call happened once; at most the one in flight at the kill was redone.
+    assert _calls(store) == _calls(tmp_path / "a.db")
+    assert len(broken.seen) - len(unbroken.seen) in (0, 1, 2)
+    assert result["status"] == "done"

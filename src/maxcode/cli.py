@@ -384,9 +384,11 @@ def _step_printer() -> Callable[[Any], None]:
     console = Console(stderr=True, highlight=False)
 
     def show(report: Any) -> None:
+        cost = "?" if report.cost_usd is None else f"${report.cost_usd:.4f}"
         line = (
             f"step {report.step}/{report.steps}: {report.proposed} proposed, "
-            f"{report.evaluations} evaluations, best {report.best_speedup:.2f}x"
+            f"{report.evaluations} evaluations, best {report.best_speedup:.2f}x, "
+            f"{report.llm_calls} LLM calls, {report.tokens} tokens, {cost}"
         )
         if console.is_terminal:
             console.print(f"[bold]{line}[/]")

@@ -123,3 +123,43 @@ def test_sigkilled_run_resumes_to_the_same_end_without_repeating_work(tmp_path: 
     assert _calls(store) == _calls(tmp_path / "a.db")
     assert len(broken.seen) - len(unbroken.seen) in (0, 1, 2)
     assert result["status"] == "done"
+
+
+def test_ctrl_c_stops_cleanly_keeps_everything_and_resumes(tmp_path: Path) -> None:
+    task = write_task(
+        tmp_path / "task", reference=VARIANTS[0], tests=[("1 2\n", "3\n"), ("40 2\n", "42\n")]
+    )
+    server = FakeLLMServer()
+    server.responder = responder
+    store = tmp_path / "c.db"
+    try:
+        running = subprocess.Popen(
+            _command(task, store, server.url),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+        )  # fmt: skip
+        deadline = time.monotonic() + 300
+        while _count(store) < 1 and running.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        running.send_signal(signal.SIGINT)
+        _, stderr = running.communicate(timeout=120)
+        assert running.returncode == 130, stderr
+        assert "interrupted; everything so far is kept" in stderr
+        assert "Traceback" not in stderr
+        with sqlite3.connect(store) as db:
+            run_id, status = db.execute("SELECT run_id, status FROM runs").fetchone()
+        assert status == "stopped"
+        kept = _count(store)
+        assert kept >= 1
+        resumed = subprocess.run(
+            [
+                sys.executable, "-c", "from maxcode.cli import run_cli; run_cli()", "optimize",
+                "--resume", run_id, "--store", str(store), "--base-url", server.url, "--json",
+            ],
+            capture_output=True, text=True, timeout=600, env=_env(), check=False,
+        )  # fmt: skip
+    finally:
+        server.close()
+    assert resumed.returncode == 0, resumed.stderr
+    result = json.loads(resumed.stdout)
+    assert result["status"] == "done"
+    assert result["evaluations"] >= kept

@@ -155,7 +155,6 @@ def summarize(store: RunStore, run_id: str, output: Path | None = None) -> RunSu
     record = store.get_run(run_id)
     if record is None:
         raise MaxcodeError(f"no run {run_id!r} in {store.path}")
-    task_kind = "cpp"
     source: str | None = None
     if record.best_node_id is not None:
         for node in store.nodes(record.run_id):
@@ -163,7 +162,7 @@ def summarize(store: RunStore, run_id: str, output: Path | None = None) -> RunSu
                 source = store.get_candidate(node.candidate_sha256)
     if source is None:
         source = load_task(record.task_spec, record.config.get("pie_tests")).reference
-    extension = EXTENSIONS.get(task_kind, ".txt")
+    extension = EXTENSIONS.get(record.task_kind, ".txt")
     path = output or maxcode_home() / "runs" / record.run_id / f"best{extension}"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -48,6 +48,12 @@ class StepReport:
     """Best reward so far."""
     proposed: int
     """Candidates proposed in this step."""
+    llm_calls: int = 0
+    """LLM calls of the run so far."""
+    tokens: int = 0
+    """LLM tokens of the run so far."""
+    cost_usd: float | None = 0.0
+    """LLM cost of the run so far (None: some price unknown)."""
 
 
 @dataclass
@@ -118,7 +124,19 @@ class Search:
                 steps_done=step,
                 trace=self.trace,
             )
-            self.on_step(StepReport(step, steps, self.evaluations, best.reward, proposed))
+            usage = self.store.usage(self.run_id)
+            self.on_step(
+                StepReport(
+                    step,
+                    steps,
+                    self.evaluations,
+                    best.reward,
+                    proposed,
+                    usage["llm_calls"],
+                    usage["prompt_tokens"] + usage["completion_tokens"],
+                    usage["cost_usd"],
+                )
+            )
             if exhausted:
                 break
         message = f"stopped after {self.evaluations} evaluations (--max-evals)" if exhausted else ""

@@ -33,6 +33,8 @@ class RunRecord:
     """The task as the user named it (folder, file, or FILE.jsonl#N)."""
     task_name: str
     """The task's name."""
+    task_kind: str
+    """cpp or kernelbench."""
     method: str
     """Search method."""
     config: dict[str, Any]
@@ -293,37 +295,25 @@ class RunStore:
 
 
 _RUN_COLUMNS = (
-    "run_id, created_at, task_spec, task_name, method, config_json, status, best_node_id,"
-    " best_speedup, steps_done, trace_json, message"
+    "run_id, created_at, task_spec, task_name, task_kind, method, config_json, status,"
+    " best_node_id, best_speedup, steps_done, trace_json, message"
 )
 
 
 def _run(row: tuple[Any, ...]) -> RunRecord:
-    (
-        run_id,
-        created_at,
-        spec,
-        name,
-        method,
-        config,
-        status,
-        best,
-        speedup,
-        steps,
-        trace,
-        message,
-    ) = row
+    fields = dict(zip([name.strip() for name in _RUN_COLUMNS.split(",")], row))
     return RunRecord(
-        run_id=run_id,
-        created_at=created_at,
-        task_spec=spec,
-        task_name=name,
-        method=method,
-        config=json.loads(config),
-        status=status,
-        best_node_id=best,
-        best_speedup=speedup,
-        steps_done=steps,
-        trace=json.loads(trace),
-        message=message,
+        run_id=fields["run_id"],
+        created_at=fields["created_at"],
+        task_spec=fields["task_spec"],
+        task_name=fields["task_name"],
+        task_kind=fields["task_kind"],
+        method=fields["method"],
+        config=json.loads(fields["config_json"]),
+        status=fields["status"],
+        best_node_id=fields["best_node_id"],
+        best_speedup=fields["best_speedup"],
+        steps_done=fields["steps_done"],
+        trace=json.loads(fields["trace_json"]),
+        message=fields["message"],
     )

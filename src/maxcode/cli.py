@@ -365,7 +365,8 @@ def optimize_command(
     click.echo(
         f"run {summary.run_id} {summary.status}{': ' + summary.message if summary.message else ''}"
     )
-    click.echo(f"best speedup {summary.best_speedup:.2f}x ({summary.best_node or 'the reference'})")
+    where = f"node {summary.best_node}" if summary.best_node else "the reference"
+    click.echo(f"best speedup {summary.best_speedup:.2f}x ({where})")
     click.echo(f"best program {summary.best_program}")
     click.echo(
         f"{summary.evaluations} evaluations, {summary.llm_calls} LLM calls, "

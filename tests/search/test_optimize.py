@@ -176,3 +176,27 @@ def test_yaml_config_sets_the_search_and_flags_win(server: FakeLLMServer, tmp_pa
     assert method == "best-of-n"
     assert stored["candidates"] == 1
     assert stored["observation"] == ["trajectory", "critique", "best"]
+
+
+def test_two_processes_share_one_store(tmp_path: Path) -> None:
+    from tests.helpers import write_task
+
+    task = write_task(tmp_path / "task")
+    store = tmp_path / "shared.db"
+    command = [
+        sys.executable, "-c", "from maxcode.cli import run_cli; run_cli()", "optimize", str(task),
+        "--depth", "2", "--candidates", "2", "--repeats", "1", "--store", str(store), "--json",
+    ]  # fmt: skip
+    runs = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outputs = [run.communicate(timeout=300) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], [err for _, err in outputs]
+    ids = {json.loads(out)["run_id"] for out, _ in outputs}
+    listed = json.loads(run_maxcode("runs", "--store", str(store), "--json").stdout)["runs"]
+    assert {row["run_id"] for row in listed} == ids
+    assert all(row["status"] == "done" and row["evaluations"] >= 1 for row in listed)
+    with sqlite3.connect(store) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

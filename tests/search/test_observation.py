@@ -1,0 +1,109 @@
+"""Observation parts: what the policy sees, and the trajectory's token budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from maxcode.search.observation import History, build_policy_prompt, describe_feedback
+from maxcode.search.tree import Node
+from maxcode.tasks import load_task
+from maxcode.types import ErrorInfo, Feedback
+from tests.helpers import ECHO_SUM, write_task
+
+
+def _feedback(speedup: float, correct: bool = True, compiled: bool = True) -> Feedback:
+    return Feedback(
+        task="sum",
+        compiled=compiled,
+        correct=correct,
+        speedup=speedup if correct else 0.0,
+        metric="instructions",
+        reference_cost=1000.0,
+        candidate_cost=1000.0 / speedup if correct else None,
+        tests_passed=2 if correct else 0,
+        tests_total=2,
+        error=None if correct else ErrorInfo(kind="wrong_answer", message="test 1: line 1: x"),
+        compile_output="" if compiled else "candidate.cpp:3:5: error: boom",
+    )
+
+
+def _tree(tmp_path: Path, count: int) -> tuple[History, list[Node]]:
+    task = load_task(str(write_task(tmp_path / "t")))
+    root = Node("0", None, 0, task.reference)
+    nodes = [root]
+    for index in range(count):
+        source = ECHO_SUM + f"// attempt {index} " + "x" * 400 + "\n"
+        node = Node(f"1.{index}", root, 1, source, feedback=_feedback(1.0 + index / 10))
+        node.critique = f"critique of attempt {index}"
+        nodes.append(node)
+    best = nodes[3]
+    best.feedback = _feedback(9.0)
+    history = History(task, root, best, nodes, 10_000, ("trajectory", "critique", "best"))
+    return history, nodes
+
+
+def test_parts_select_what_the_prompt_shows(tmp_path: Path) -> None:
+    history, nodes = _tree(tmp_path, 3)
+    parent = nodes[1]
+    plain = History(history.task, parent, nodes[3], nodes, 10_000, ())
+    _, text = build_policy_prompt(plain)
+    assert "Earlier attempts" not in text and "Best program so far" not in text
+    assert "critique of attempt" not in text and "What the harness found" not in text
+    assert "// attempt 0" in _last_code_block(text)
+
+    every = ("feedback", "trajectory", "critique", "best")
+    full = History(history.task, parent, nodes[3], nodes, 10_000, every)
+    _, text = build_policy_prompt(full)
+    assert "Best program so far: 9.00x faster than the reference" in text
+    assert "Earlier attempts, oldest first" in text
+    assert "critique of attempt 1" in text
+    assert "What the harness found for it" in text
+    # The program to improve is the last code block (the offline proposer relies on it).
+    assert text.rstrip().endswith("```")
+    assert (
+        text.rsplit("```cpp", 1)[1].strip().startswith("#include")
+        and "// attempt 0" in text.rsplit("```cpp", 1)[1]
+    )
+
+
+def _last_code_block(text: str) -> str:
+    assert text.rstrip().endswith("```")
+    return text.rstrip().removesuffix("```").rsplit("```cpp", 1)[1]
+
+
+def test_trajectory_drops_oldest_first_and_never_the_best(tmp_path: Path) -> None:
+    history, nodes = _tree(tmp_path, 12)
+    tight = History(history.task, nodes[0], nodes[3], nodes, 600, ("trajectory",))
+    _, text = build_policy_prompt(tight)
+    assert "older attempts left out" in text
+    assert "### Attempt 1.2:" in text  # the best (9x), kept though it is old
+    assert "### Attempt 1.0:" not in text and "### Attempt 1.1:" not in text
+    assert "### Attempt 1.11:" in text  # the newest stay
+    roomy = History(history.task, nodes[0], nodes[3], nodes, 100_000, ("trajectory",))
+    _, text = build_policy_prompt(roomy)
+    assert all(f"### Attempt 1.{index}:" in text for index in range(12))
+
+
+def test_instruction_follows_the_status_of_the_program_to_improve(tmp_path: Path) -> None:
+    history, nodes = _tree(tmp_path, 3)
+    broken = Node("2.0", nodes[1], 2, ECHO_SUM, feedback=_feedback(0, False, compiled=False))
+    wrong = Node("2.1", nodes[1], 2, ECHO_SUM, feedback=_feedback(0, correct=False))
+    cases = {
+        nodes[0]: "Write a faster version",
+        broken: "does not compile. Fix the compile error",
+        wrong: "is wrong on some tests",
+        nodes[1]: "is correct and 1.00x faster",
+    }
+    for parent, words in cases.items():
+        _, text = build_policy_prompt(
+            History(history.task, parent, nodes[0], nodes, 1000, ("feedback",))
+        )
+        assert words in text
+
+
+def test_feedback_text_is_bounded_and_informative() -> None:
+    huge = _feedback(0, False, compiled=False).model_copy(update={"compile_output": "e" * 50_000})
+    assert len(describe_feedback(huge)) < 2000
+    assert "Did not compile" in describe_feedback(huge)
+    assert "Wrong: passed 0 of 2 tests" in describe_feedback(_feedback(0, correct=False))
+    assert "2.00x faster" in describe_feedback(_feedback(2.0))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +37,24 @@ def write_task(
         (folder / "tests" / f"input.{index}.txt").write_text(given)
         (folder / "tests" / f"output.{index}.txt").write_text(expected)
     return folder
+
+
+def processes_with(fragment: str) -> list[str]:
+    """Pids of live (not zombie) processes whose command line contains ``fragment``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                cmdline = handle.read().replace(b"\0", b" ")
+            with open(f"/proc/{entry}/stat") as handle:
+                state = handle.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if fragment.encode() in cmdline and state != "Z":
+            found.append(entry)
+    return found
 
 
 def run_maxcode(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:

@@ -12,7 +12,7 @@ import pytest
 
 from maxcode.evaluate import Sandbox, build_cpp, evaluate_cpp
 from maxcode.tasks import load_task
-from tests.helpers import ECHO_SUM, eval_json, run_maxcode, write_task
+from tests.helpers import ECHO_SUM, eval_json, processes_with, run_maxcode, write_task
 
 KEYS = {
     "compiled", "correct", "speedup", "metric", "reference_cost", "candidate_cost",
@@ -80,7 +80,7 @@ def test_endless_loop_times_out_within_the_limit(tmp_path: Path) -> None:
     assert result["correct"] is False
     assert result["error"]["kind"] == "timeout"
     assert "no answer within 1 s" in result["error"]["message"]
-    assert _processes_running("candidate-loop") == []
+    assert processes_with("maxcode-bin-") == []
 
 
 FORKER = r"""
@@ -109,7 +109,7 @@ def test_children_that_outlive_the_candidate_are_killed_and_reported(tmp_path: P
     result = eval_json(str(task), str(forker), "--repeats", "1")
     assert time.monotonic() - started < 60
     assert any("left processes running" in flag for flag in result["flags"]), result["flags"]
-    assert _processes_with_state_sleeping_on(marker) == []
+    assert processes_with("maxcode-bin-") == []
 
 
 WRITER = r"""
@@ -242,37 +242,6 @@ def test_candidate_wrong_on_a_timed_run_gets_no_reward(tmp_path: Path) -> None:
     assert feedback.speedup == 0
     assert any(flag.startswith("nondeterministic") for flag in feedback.flags), feedback.flags
     assert feedback.error is not None and "repeated run" in feedback.error.message
-
-
-def _processes_running(name: str) -> list[str]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                    if name.encode() in handle.read():
-                        found.append(entry)
-            except OSError:
-                pass
-    return found
-
-
-def _processes_with_state_sleeping_on(marker: int) -> list[str]:
-    """Processes still alive from the forking candidate (children named ./prog, sleeping)."""
-    alive = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                cmdline = handle.read()
-            with open(f"/proc/{entry}/stat") as handle:
-                state = handle.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if cmdline.startswith(b"./prog") and state != "Z":
-            alive.append(entry)
-    return alive
 
 
 def test_cli_refuses_cuda_for_cpp_tasks(tmp_path: Path) -> None:

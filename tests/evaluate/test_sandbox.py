@@ -19,6 +19,7 @@ from maxcode.evaluate.sandbox import (
     detect_isolation,
     make_scratch,
 )
+from tests.helpers import processes_with
 
 LEVELS = ["bwrap", "unshare", "rlimits"]
 
@@ -39,19 +40,6 @@ def _sh(sandbox: Sandbox, script: str, tmp_path: Path, **limits: Any) -> Sandbox
     scratch = make_scratch()
     (tmp_path / "scratch").symlink_to(scratch)
     return sandbox.run(["sh", "-c", script], scratch=scratch, limits=Limits(**limits))
-
-
-def _processes_named(name: str) -> list[str]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                    if name.encode() in handle.read():
-                        found.append(entry)
-            except OSError:
-                pass
-    return found
 
 
 def test_bwrap_is_used_when_installed() -> None:
@@ -105,7 +93,7 @@ def test_children_that_outlive_the_program_are_killed(sandbox: Sandbox, tmp_path
     result = _sh(sandbox, f"for i in $(seq 20); do {marker} & done; echo started", tmp_path)
     assert result.stdout == b"started\n"
     assert result.stragglers_killed
-    assert not _processes_named(marker)
+    assert not processes_with(marker)
 
 
 def test_process_count_is_limited_for_root_too(sandbox: Sandbox, tmp_path: Path) -> None:
@@ -113,7 +101,7 @@ def test_process_count_is_limited_for_root_too(sandbox: Sandbox, tmp_path: Path)
     result = _sh(sandbox, script, tmp_path, wall_s=5)
     assert result.exit_code != 0 or result.limit_hit
     assert b"100" not in result.stdout
-    assert not _processes_named("sleep 5")
+    assert not processes_with("sleep 5")
 
 
 def test_scratch_is_the_only_writable_place(tmp_path: Path) -> None:

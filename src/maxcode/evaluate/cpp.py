@@ -245,20 +245,32 @@ def _measure_wall(
         samples[program].setdefault(test.index, []).append(result.wall_s)
     reference_costs = [_median(samples[programs.reference][test.index]) for test in task.tests]
     candidate_costs = [_median(samples[programs.candidate][test.index]) for test in task.tests]
-    reference_cost, candidate_cost = sum(reference_costs), sum(candidate_costs)
-    speedup = reference_cost / candidate_cost
-    base.flags += _plausibility_flags(speedup, runner)
-    if candidate_cost < 10 * TIMING_FLOOR_S * len(task.tests):
+    if sum(candidate_costs) < 10 * TIMING_FLOOR_S * len(task.tests):
         base.flags.append(
             "timing: the candidate's runs are near the timing floor; prefer --metric instructions"
         )
+    return _correct(base, runner, outcomes, reference_costs, candidate_costs, repeats=repeats)
+
+
+def _correct(
+    base: _Verdict,
+    runner: _Runner,
+    outcomes: list[TestOutcome],
+    reference_costs: list[float],
+    candidate_costs: list[float],
+    repeats: int = 0,
+) -> Feedback:
+    """The verdict on a candidate that passed every run: its costs and speedup."""
+    reference_cost, candidate_cost = sum(reference_costs), sum(candidate_costs)
+    speedup = reference_cost / max(candidate_cost, TIMING_FLOOR_S)
+    base.flags += _plausibility_flags(speedup, runner)
     return base.make(
         compiled=True,
         correct=True,
         speedup=speedup,
         reference_cost=reference_cost,
         candidate_cost=candidate_cost,
-        tests_passed=len(task.tests),
+        tests_passed=len(outcomes),
         tests=outcomes,
         reference_costs=reference_costs,
         candidate_costs=candidate_costs,
@@ -298,20 +310,7 @@ def _measure_instructions(
             raise TaskError(f"callgrind reported no instruction count for test {test.index}")
         candidate_costs.append(float(counted.instructions))
     reference_costs = [float(reference_counts[test.index] or 0) for test in task.tests]
-    reference_cost, candidate_cost = sum(reference_costs), sum(candidate_costs)
-    speedup = reference_cost / max(candidate_cost, 1.0)
-    base.flags += _plausibility_flags(speedup, runner)
-    return base.make(
-        compiled=True,
-        correct=True,
-        speedup=speedup,
-        reference_cost=reference_cost,
-        candidate_cost=candidate_cost,
-        tests_passed=len(task.tests),
-        tests=outcomes,
-        reference_costs=reference_costs,
-        candidate_costs=candidate_costs,
-    )
+    return _correct(base, runner, outcomes, reference_costs, candidate_costs)
 
 
 def _outcome(index: int, result: SandboxResult, expected: bytes, runner: _Runner) -> TestOutcome:

@@ -326,9 +326,12 @@ def optimize_command(
         if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
     }
     if resume_id:
-        extra = given - {"resume_id", "base_url", "store_path", "as_json", "output"}
+        budgets = {"max_usd", "max_llm_tokens", "max_llm_calls"}
+        extra = given - {"resume_id", "base_url", "store_path", "as_json", "output"} - budgets
         if task or extra:
-            raise MaxcodeError("--resume takes only --base-url, --store, --output and --json")
+            raise MaxcodeError(
+                "--resume takes only --base-url, --store, --output, --json and the budget limits"
+            )
     elif not task:
         raise MaxcodeError("name a TASK to optimize, or --resume RUN_ID")
     store = open_store(store_path)
@@ -350,7 +353,12 @@ def optimize_command(
         _say(f"resuming run {resume_id}")
     try:
         summary = run_search(
-            store, resume_id, base_url=base_url, output=output, on_step=_step_printer()
+            store,
+            resume_id,
+            base_url=base_url,
+            output=output,
+            on_step=_step_printer(),
+            budget_overrides={name: flags[name] for name in flags if name.startswith("max_")},
         )
     except KeyboardInterrupt:
         click.echo(

@@ -200,3 +200,32 @@ def test_two_processes_share_one_store(tmp_path: Path) -> None:
     with sqlite3.connect(store) as db:
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_llm_budget_stops_the_run_cleanly_with_everything_recorded(
+    server: FakeLLMServer, tmp_path: Path
+) -> None:
+    store = tmp_path / "r.db"
+    done = optimize(
+        str(TASK), "--model", "openai/gpt-4o-mini", "--base-url", server.url,
+        "--depth", "3", "--candidates", "2", "--repeats", "1", "--max-llm-calls", "2",
+        "--store", str(store), "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["status"] == "stopped"
+    assert "call budget exhausted" in result["message"]
+    assert result["llm_calls"] == 2  # one policy call and one critique; the third was refused
+    assert result["evaluations"] == 2
+    with sqlite3.connect(store) as db:
+        assert db.execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0] == 2
+        assert db.execute("SELECT COUNT(*) FROM nodes").fetchone()[0] == 2
+    # A larger limit lets the same run go on, from where it stopped.
+    again = optimize(
+        "--resume", result["run_id"], "--max-llm-calls", "50", "--base-url", server.url,
+        "--store", str(store), "--json",
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    resumed = json.loads(again.stdout)
+    assert resumed["status"] == "done" and resumed["llm_calls"] > 2
+    assert len(resumed["trace"]) == 3

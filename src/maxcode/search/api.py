@@ -23,6 +23,7 @@ from maxcode.store import RunStore
 from maxcode.tasks import Task, load_task
 
 EXTENSIONS = {"cpp": ".cpp", "kernelbench": ".py"}
+BUDGET_SETTINGS = ("max_usd", "max_llm_tokens", "max_llm_calls")
 
 
 @dataclass(frozen=True)
@@ -74,13 +75,22 @@ def run_search(
     base_url: str | None = None,
     output: Path | None = None,
     on_step: Callable[[StepReport], None] = lambda report: None,
+    budget_overrides: dict[str, Any] | None = None,
 ) -> RunSummary:
-    """Run (or resume) a recorded run to its end; Ctrl-C and a spent budget stop it cleanly."""
+    """Run (or resume) a recorded run to its end; Ctrl-C and a spent budget stop it cleanly.
+
+    ``budget_overrides`` (``max_usd``, ``max_llm_tokens``, ``max_llm_calls``) raise or lower
+    the limits of a resumed run; nothing else of a run's configuration may change."""
     record = store.get_run(run_id)
     if record is None:
         raise MaxcodeError(f"no run {run_id!r} in {store.path}")
     run_id = record.run_id
-    config = SearchConfig.model_validate({**record.config, "base_url": base_url})
+    overrides = {
+        key: value
+        for key, value in (budget_overrides or {}).items()
+        if key in BUDGET_SETTINGS and value is not None
+    }
+    config = SearchConfig.model_validate({**record.config, **overrides, "base_url": base_url})
     task = load_task(record.task_spec, config.pie_tests)
     store.update_run(run_id, status="running", message="")
     try:
@@ -89,7 +99,9 @@ def run_search(
         store.update_run(run_id, status="stopped", message="interrupted; resume with --resume")
         raise
     except BudgetExhausted as spent:
-        store.update_run(run_id, status="stopped", message=f"{spent}; resume with a larger budget")
+        store.update_run(
+            run_id, status="stopped", message=f"{spent}; resume with --resume and a larger limit"
+        )
     except MaxcodeError as error:
         store.update_run(run_id, status="failed", message=str(error))
         raise

@@ -3,8 +3,8 @@
 For every bundled C++ task with a known fast rewrite, two ways of doing the same work are
 timed side by side, alternating, in one run:
 
-- ``shell``: a bash loop that compiles the reference and the rewrite with the task's flags,
-  then runs both on every test ``repeats + 1`` times (one correctness round, ``repeats`` timed
+- ``shell``: a bash loop that compiles the reference and the rewrite with the task's flags
+  (both at once, as maxcode does), then runs both on every test ``repeats + 1`` times (one correctness round, ``repeats`` timed
   rounds), comparing each output with ``cmp``; no sandbox, no timing code;
 - ``maxcode``: ``maxcode eval TASK fast.cpp --metric wall --repeats R --json`` as a user runs
   it, with an empty build cache (both programs compiled, like the shell loop).
@@ -33,8 +33,9 @@ FIXTURES = REPO / "tests" / "fixtures" / "cpp"
 SHELL_LOOP = r"""
 set -e
 work=$(mktemp -d)
-g++ $FLAGS -o "$work/ref" "$TASK/reference.cpp"
-g++ $FLAGS -o "$work/cand" "$CANDIDATE"
+g++ $FLAGS -o "$work/ref" "$TASK/reference.cpp" &
+g++ $FLAGS -o "$work/cand" "$CANDIDATE" &
+wait
 for round in $(seq 0 "$REPEATS"); do
   for input in "$TASK"/tests/input.*.txt; do
     expected="${input/input./output.}"

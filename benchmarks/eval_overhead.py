@@ -4,10 +4,14 @@ For every bundled C++ task with a known fast rewrite, two ways of doing the same
 timed side by side, alternating, in one run:
 
 - ``shell``: a bash loop that compiles the reference and the rewrite with the task's flags
-  (both at once, as maxcode does), then runs both on every test ``repeats + 1`` times (one correctness round, ``repeats`` timed
-  rounds), comparing each output with ``cmp``; no sandbox, no timing code;
-- ``maxcode``: ``maxcode eval TASK fast.cpp --metric wall --repeats R --json`` as a user runs
-  it, with an empty build cache (both programs compiled, like the shell loop).
+  (both at once, as maxcode does), then runs both on every test ``repeats + 1`` times (one
+  correctness round, ``repeats`` timed rounds), comparing each output with ``cmp``; no
+  sandbox, no timing code;
+- ``maxcode eval``: ``maxcode eval TASK fast.cpp --metric wall --repeats R --json`` as a user
+  runs it, with an empty build cache (both programs compiled, like the shell loop); this
+  includes starting Python and importing maxcode;
+- ``per candidate``: ``evaluate_task`` called in this process, empty build cache, which is
+  what a search pays for each candidate (the interpreter is already running).
 
 Overhead = maxcode / shell - 1, per task and summed over tasks. Run:
 
@@ -92,31 +96,57 @@ def time_maxcode(task: Path, candidate: Path, repeats: int, home: Path) -> float
     return elapsed
 
 
+def time_in_process(task: Path, candidate: Path, repeats: int, home: Path) -> float:
+    from maxcode.evaluate import evaluate_task
+    from maxcode.tasks import load_task
+
+    clear_builds(home)
+    os.environ["MAXCODE_HOME"] = str(home)
+    started = time.perf_counter()
+    feedback = evaluate_task(load_task(str(task)), candidate.read_text(), repeats=repeats)
+    elapsed = time.perf_counter() - started
+    if not feedback.correct:
+        raise SystemExit(f"evaluate_task failed on {task.name}: {feedback.error}")
+    return elapsed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds per evaluation")
     parser.add_argument("--trials", type=int, default=3, help="measurements per side and task")
     args = parser.parse_args()
 
-    tasks = sorted(path for path in EXAMPLES.iterdir() if (FIXTURES / path.name / "fast.cpp").is_file())
+    tasks = sorted(
+        path for path in EXAMPLES.iterdir() if (FIXTURES / path.name / "fast.cpp").is_file()
+    )
     with tempfile.TemporaryDirectory(prefix="maxcode-bench-home-") as home_name:
         home = Path(home_name)
         # Warm-up: builds the sandbox init once, as any first use on a machine does.
         time_maxcode(tasks[0], FIXTURES / tasks[0].name / "fast.cpp", 1, home)
-        print(f"{'task':<24} {'shell s':>9} {'maxcode s':>10} {'overhead':>9}")
-        totals = {"shell": 0.0, "maxcode": 0.0}
+        time_in_process(tasks[0], FIXTURES / tasks[0].name / "fast.cpp", 1, home)
+        header = f"{'task':<24} {'shell s':>8} {'eval s':>8} {'overhead':>9}"
+        print(f"{header} {'per cand. s':>12} {'overhead':>9}")
+        totals = {"shell": 0.0, "cli": 0.0, "inner": 0.0}
         for task in tasks:
             candidate = FIXTURES / task.name / "fast.cpp"
-            shell, ours = [], []
+            samples: dict[str, list[float]] = {"shell": [], "cli": [], "inner": []}
             for _ in range(args.trials):
-                shell.append(time_shell(task, candidate, args.repeats))
-                ours.append(time_maxcode(task, candidate, args.repeats, home))
-            shell_s, ours_s = statistics.median(shell), statistics.median(ours)
-            totals["shell"] += shell_s
-            totals["maxcode"] += ours_s
-            print(f"{task.name:<24} {shell_s:>9.3f} {ours_s:>10.3f} {ours_s / shell_s - 1:>+9.1%}")
-        overall = totals["maxcode"] / totals["shell"] - 1
-        print(f"{'total':<24} {totals['shell']:>9.3f} {totals['maxcode']:>10.3f} {overall:>+9.1%}")
+                samples["shell"].append(time_shell(task, candidate, args.repeats))
+                samples["cli"].append(time_maxcode(task, candidate, args.repeats, home))
+                samples["inner"].append(time_in_process(task, candidate, args.repeats, home))
+            medians = {side: statistics.median(values) for side, values in samples.items()}
+            for side, value in medians.items():
+                totals[side] += value
+            print(_row(task.name, medians))
+        print(_row("total", totals))
+
+
+def _row(name: str, seconds: dict[str, float]) -> str:
+    shell, cli, inner = seconds["shell"], seconds["cli"], seconds["inner"]
+    return (
+        f"{name:<24} {shell:>8.3f} {cli:>8.3f} {cli / shell - 1:>+9.1%} "
+        f"{inner:>12.3f} {inner / shell - 1:>+9.1%}"
+    )
 
 
 if __name__ == "__main__":

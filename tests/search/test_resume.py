@@ -25,9 +25,8 @@ int main() {
     printf("%lld\\n", a + b);
 }
 """
-VARIANTS = [
-    SLOW_SUM.replace("LOOPS", str(loops)) for loops in (300000, 150000, 90000, 40000, 20000, 5000)
-]
+# Many variants, so that the prompt-hash choice below rarely proposes a program twice.
+VARIANTS = [SLOW_SUM.replace("LOOPS", str(300000 - 7000 * index)) for index in range(40)]
 
 
 def responder(body: dict[str, Any]) -> Step:

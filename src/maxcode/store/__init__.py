@@ -5,10 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from maxcode.config import maxcode_home
-from maxcode.store.store import STORE_SCHEMA_VERSION, NodeRecord, RunRecord, RunStore
+from maxcode.store.store import (
+    STORE_SCHEMA_VERSION,
+    BenchRecord,
+    NodeRecord,
+    RunRecord,
+    RunStore,
+)
 
 __all__ = [
     "STORE_SCHEMA_VERSION",
+    "BenchRecord",
     "NodeRecord",
     "RunRecord",
     "RunStore",

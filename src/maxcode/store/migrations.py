@@ -83,6 +83,23 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX nodes_by_run ON nodes(run_id, step);
         """,
     ),
+    (
+        "m002_benches",
+        """
+        CREATE TABLE benches (
+            bench_id TEXT PRIMARY KEY,
+            created_at REAL NOT NULL,
+            config_json TEXT NOT NULL,
+            tasks_json TEXT NOT NULL,
+            labels_json TEXT NOT NULL,
+            trials INTEGER NOT NULL
+        );
+        ALTER TABLE runs ADD COLUMN bench_id TEXT;
+        ALTER TABLE runs ADD COLUMN bench_label TEXT;
+        ALTER TABLE runs ADD COLUMN bench_trial INTEGER;
+        CREATE INDEX runs_by_bench ON runs(bench_id)
+        """,
+    ),
 ]
 
 

@@ -51,6 +51,30 @@ class RunRecord:
     """Best reward after each completed step."""
     message: str
     """Why the run stopped, when it did not simply finish."""
+    bench_id: str | None = None
+    """The bench the run belongs to, if any."""
+    bench_label: str | None = None
+    """The method label the bench ran it under (``cuda-llm+maxcode``)."""
+    bench_trial: int | None = None
+    """Which repetition of (task, method) it is within its bench."""
+
+
+@dataclass(frozen=True)
+class BenchRecord:
+    """A bench: every listed method on every task of a suite."""
+
+    bench_id: str
+    """Short unique id."""
+    created_at: float
+    """Unix time it started."""
+    config: dict[str, Any]
+    """Search settings shared by every run."""
+    tasks: list[str]
+    """Task specs, in order."""
+    labels: list[str]
+    """Method labels, in order."""
+    trials: int
+    """Runs per (task, method)."""
 
 
 @dataclass(frozen=True)
@@ -118,15 +142,74 @@ class RunStore:
 
     def create_run(
         self, run_id: str, task_spec: str, task_name: str, task_kind: str, method: str,
-        config: dict[str, Any],
+        config: dict[str, Any], *, status: str = "running", bench_id: str | None = None,
+        bench_label: str | None = None, bench_trial: int | None = None,
     ) -> None:  # fmt: skip
         """Record a new run."""
         now = time.time()
         self._execute(
             "INSERT INTO runs (run_id, created_at, updated_at, task_spec, task_name, task_kind,"
-            " method, config_json, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running')",
-            (run_id, now, now, task_spec, task_name, task_kind, method, json.dumps(config)),
+            " method, config_json, status, bench_id, bench_label, bench_trial)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id, now, now, task_spec, task_name, task_kind, method, json.dumps(config),
+                status, bench_id, bench_label, bench_trial,
+            ),
+        )  # fmt: skip
+
+    def create_bench(
+        self,
+        bench_id: str,
+        config: dict[str, Any],
+        tasks: list[str],
+        labels: list[str],
+        trials: int,
+    ) -> None:
+        """Record a new bench."""
+        self._execute(
+            "INSERT INTO benches (bench_id, created_at, config_json, tasks_json, labels_json,"
+            " trials) VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                bench_id,
+                time.time(),
+                json.dumps(config),
+                json.dumps(tasks),
+                json.dumps(labels),
+                trials,
+            ),
         )
+
+    def get_bench(self, bench_id: str) -> BenchRecord | None:
+        """A bench by id (a unique prefix is enough)."""
+        rows = self._execute(
+            "SELECT bench_id, created_at, config_json, tasks_json, labels_json, trials FROM benches"
+            " WHERE bench_id LIKE ?",
+            (bench_id.replace("%", "") + "%",),
+        ).fetchall()
+        if len(rows) > 1 and not any(row[0] == bench_id for row in rows):
+            raise MaxcodeError(f"bench id {bench_id!r} is ambiguous")
+        rows = [row for row in rows if row[0] == bench_id] or rows
+        if not rows:
+            return None
+        bench, created, config, tasks, labels, trials = rows[0]
+        return BenchRecord(
+            bench, created, json.loads(config), json.loads(tasks), json.loads(labels), trials
+        )
+
+    def bench_runs(self, bench_id: str) -> list[RunRecord]:
+        """The runs of a bench, in the order they were created."""
+        rows = self._execute(
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE bench_id = ? ORDER BY created_at, rowid",
+            (bench_id,),
+        ).fetchall()
+        return [_run(row) for row in rows]
+
+    def evaluation_rewards(self, run_id: str) -> list[float]:
+        """Rewards of a run's evaluations, in the order they were recorded."""
+        rows = self._execute(
+            "SELECT reward FROM evaluations WHERE run_id = ? ORDER BY created_at, rowid", (run_id,)
+        ).fetchall()
+        return [float(row[0]) for row in rows]
 
     def get_run(self, run_id: str) -> RunRecord | None:
         """A run by id (a unique prefix of the id is enough)."""
@@ -296,7 +379,8 @@ class RunStore:
 
 _RUN_COLUMNS = (
     "run_id, created_at, task_spec, task_name, task_kind, method, config_json, status,"
-    " best_node_id, best_speedup, steps_done, trace_json, message"
+    " best_node_id, best_speedup, steps_done, trace_json, message, bench_id, bench_label,"
+    " bench_trial"
 )
 
 
@@ -316,4 +400,7 @@ def _run(row: tuple[Any, ...]) -> RunRecord:
         steps_done=fields["steps_done"],
         trace=json.loads(fields["trace_json"]),
         message=fields["message"],
+        bench_id=fields["bench_id"],
+        bench_label=fields["bench_label"],
+        bench_trial=fields["bench_trial"],
     )

@@ -177,115 +177,132 @@ _SEARCH_FLAGS = [
 ]
 
 
+_SEARCH_OPTIONS = [
+    click.option(
+        "--model",
+        envvar="MAXCODE_MODEL",
+        help="Policy model, provider/model (default: the offline rules proposer).",
+    ),
+    click.option(
+        "--critic-model",
+        envvar="MAXCODE_CRITIC_MODEL",
+        help="Critic model (default: the policy's).",
+    ),
+    click.option(
+        "--base-url", envvar="MAXCODE_BASE_URL", help="Endpoint of an OpenAI-compatible server."
+    ),
+    click.option(
+        "--observation",
+        envvar="MAXCODE_OBSERVATION",
+        help="Observation parts: feedback,trajectory,critique,best (or none).",
+    ),
+    click.option(
+        "--maxcode",
+        "maxcode_variant",
+        is_flag=True,
+        envvar="MAXCODE_MAXCODE",
+        help="MaxCode variant: observation trajectory,critique,best.",
+    ),
+    click.option(
+        "--depth",
+        type=click.IntRange(min=1),
+        envvar="MAXCODE_DEPTH",
+        help="Search steps (default 8).",
+    ),
+    click.option(
+        "--candidates",
+        type=click.IntRange(min=1),
+        envvar="MAXCODE_CANDIDATES",
+        help="Candidates per expanded node, k (default 8).",
+    ),
+    click.option(
+        "--beam-width",
+        type=click.IntRange(min=1),
+        envvar="MAXCODE_BEAM_WIDTH",
+        help="Nodes kept per level by beam (default 2).",
+    ),
+    click.option(
+        "--max-evals",
+        type=click.IntRange(min=1),
+        envvar="MAXCODE_MAX_EVALS",
+        help="Stop after this many evaluations.",
+    ),
+    click.option("--value", envvar="MAXCODE_VALUE", help="Value function: none."),
+    click.option(
+        "--executor",
+        type=click.Choice(["local", "ray"]),
+        envvar="MAXCODE_EXECUTOR",
+        help="Where evaluations run.",
+    ),
+    click.option(
+        "--workers",
+        type=click.IntRange(min=1),
+        envvar="MAXCODE_WORKERS",
+        help="Evaluations at once (default 1).",
+    ),
+    click.option(
+        "--metric",
+        type=click.Choice(["wall", "instructions"]),
+        envvar="MAXCODE_METRIC",
+        help="Reward metric (default wall).",
+    ),
+    click.option(
+        "--repeats",
+        type=click.IntRange(min=1),
+        envvar="MAXCODE_REPEATS",
+        help="Timed rounds per evaluation.",
+    ),
+    click.option(
+        "--temperature",
+        type=click.FloatRange(min=0),
+        envvar="MAXCODE_TEMPERATURE",
+        help="Policy temperature (default 0.7).",
+    ),
+    click.option(
+        "--max-usd",
+        type=click.FloatRange(min=0, min_open=True),
+        envvar="MAXCODE_MAX_USD",
+        help="LLM spending limit in USD.",
+    ),
+    click.option(
+        "--max-llm-tokens",
+        type=click.IntRange(min=1),
+        envvar="MAXCODE_MAX_LLM_TOKENS",
+        help="LLM token limit.",
+    ),
+    click.option(
+        "--max-llm-calls",
+        type=click.IntRange(min=1),
+        envvar="MAXCODE_MAX_LLM_CALLS",
+        help="LLM call limit.",
+    ),
+    click.option("--pie-tests", envvar="MAXCODE_PIE_TESTS", help="Test-case folder of a PIE row."),
+    click.option(
+        "--config",
+        "config_file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        envvar="MAXCODE_CONFIG",
+        help="YAML file of settings (flags win).",
+    ),
+]
+
+
+def search_options(function: F) -> F:
+    """The search settings every command that runs searches accepts (optimize, bench)."""
+    for option in reversed(_SEARCH_OPTIONS):
+        function = option(function)
+    return function
+
+
 @main.command("optimize")
 @click.argument("task", required=False)
-@click.option(
-    "--model",
-    envvar="MAXCODE_MODEL",
-    help="Policy model, provider/model (default: the offline rules proposer).",
-)
-@click.option(
-    "--critic-model", envvar="MAXCODE_CRITIC_MODEL", help="Critic model (default: the policy's)."
-)
-@click.option(
-    "--base-url", envvar="MAXCODE_BASE_URL", help="Endpoint of an OpenAI-compatible server."
-)
 @click.option(
     "--method",
     type=click.Choice(list(METHOD_NAMES)),
     envvar="MAXCODE_METHOD",
     help="Search method (default cuda-llm).",
 )
-@click.option(
-    "--observation",
-    envvar="MAXCODE_OBSERVATION",
-    help="Observation parts: feedback,trajectory,critique,best (or none).",
-)
-@click.option(
-    "--maxcode",
-    "maxcode_variant",
-    is_flag=True,
-    envvar="MAXCODE_MAXCODE",
-    help="MaxCode variant: observation trajectory,critique,best.",
-)
-@click.option(
-    "--depth", type=click.IntRange(min=1), envvar="MAXCODE_DEPTH", help="Search steps (default 8)."
-)
-@click.option(
-    "--candidates",
-    type=click.IntRange(min=1),
-    envvar="MAXCODE_CANDIDATES",
-    help="Candidates per expanded node, k (default 8).",
-)
-@click.option(
-    "--beam-width",
-    type=click.IntRange(min=1),
-    envvar="MAXCODE_BEAM_WIDTH",
-    help="Nodes kept per level by beam (default 2).",
-)
-@click.option(
-    "--max-evals",
-    type=click.IntRange(min=1),
-    envvar="MAXCODE_MAX_EVALS",
-    help="Stop after this many evaluations.",
-)
-@click.option("--value", envvar="MAXCODE_VALUE", help="Value function: none.")
-@click.option(
-    "--executor",
-    type=click.Choice(["local", "ray"]),
-    envvar="MAXCODE_EXECUTOR",
-    help="Where evaluations run.",
-)
-@click.option(
-    "--workers",
-    type=click.IntRange(min=1),
-    envvar="MAXCODE_WORKERS",
-    help="Evaluations at once (default 1).",
-)
-@click.option(
-    "--metric",
-    type=click.Choice(["wall", "instructions"]),
-    envvar="MAXCODE_METRIC",
-    help="Reward metric (default wall).",
-)
-@click.option(
-    "--repeats",
-    type=click.IntRange(min=1),
-    envvar="MAXCODE_REPEATS",
-    help="Timed rounds per evaluation.",
-)
-@click.option(
-    "--temperature",
-    type=click.FloatRange(min=0),
-    envvar="MAXCODE_TEMPERATURE",
-    help="Policy temperature (default 0.7).",
-)
-@click.option(
-    "--max-usd",
-    type=click.FloatRange(min=0, min_open=True),
-    envvar="MAXCODE_MAX_USD",
-    help="LLM spending limit in USD.",
-)
-@click.option(
-    "--max-llm-tokens",
-    type=click.IntRange(min=1),
-    envvar="MAXCODE_MAX_LLM_TOKENS",
-    help="LLM token limit.",
-)
-@click.option(
-    "--max-llm-calls",
-    type=click.IntRange(min=1),
-    envvar="MAXCODE_MAX_LLM_CALLS",
-    help="LLM call limit.",
-)
-@click.option("--pie-tests", envvar="MAXCODE_PIE_TESTS", help="Test-case folder of a PIE row.")
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    envvar="MAXCODE_CONFIG",
-    help="YAML file of settings (flags win).",
-)
+@search_options
 @click.option("--resume", "resume_id", help="Continue a stopped or killed run.")
 @click.option(
     "--output",
@@ -311,20 +328,13 @@ def optimize_command(
 ) -> None:
     """Search for a faster version of TASK's program."""
     from maxcode.search import (
-        MAXCODE_PARTS,
-        load_config_file,
         make_config,
         new_run,
-        parse_parts,
         run_search,
     )
     from maxcode.store import open_store
 
-    given = {
-        name
-        for name in ctx.params
-        if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
-    }
+    given = _given(ctx)
     if resume_id:
         budgets = {"max_usd", "max_llm_tokens", "max_llm_calls"}
         extra = given - {"resume_id", "base_url", "store_path", "as_json", "output"} - budgets
@@ -337,15 +347,9 @@ def optimize_command(
     store = open_store(store_path)
     if not resume_id:
         assert task is not None
-        settings: dict[str, Any] = load_config_file(config_file) if config_file else {}
-        for flag, setting in _SEARCH_FLAGS:
-            if flag in given:
-                settings[setting] = flags[flag]
-        if maxcode_variant and "observation" not in given:
-            settings["observation"] = list(MAXCODE_PARTS)
-        if observation is not None:
-            settings["observation"] = parse_parts(observation)
-        settings["base_url"] = base_url
+        settings = _search_settings(
+            given, flags, config_file, maxcode_variant, observation, base_url
+        )
         config = make_config(settings)
         resume_id = new_run(store, task, config, say=_say)
         _say(f"run {resume_id}: {task} with {config.method}")
@@ -380,6 +384,152 @@ def optimize_command(
         f"{summary.evaluations} evaluations, {summary.llm_calls} LLM calls, "
         f"{summary.prompt_tokens + summary.completion_tokens} tokens, cost {cost}"
     )
+
+
+def _search_settings(
+    given: set[str],
+    flags: dict[str, Any],
+    config_file: Path | None,
+    maxcode_variant: bool,
+    observation: str | None,
+    base_url: str | None,
+) -> dict[str, Any]:
+    """Search settings: the YAML file's, then the flags and variables given (they win)."""
+    from maxcode.search import MAXCODE_PARTS, load_config_file, parse_parts
+
+    settings: dict[str, Any] = load_config_file(config_file) if config_file else {}
+    for flag, setting in _SEARCH_FLAGS:
+        if flag in given:
+            settings[setting] = flags[flag]
+    if maxcode_variant and "observation" not in given:
+        settings["observation"] = list(MAXCODE_PARTS)
+    if observation is not None:
+        settings["observation"] = parse_parts(observation)
+    settings["base_url"] = base_url
+    return settings
+
+
+def _given(ctx: click.Context) -> set[str]:
+    """The parameters set by a flag or a variable (not left at their default)."""
+    return {
+        name
+        for name in ctx.params
+        if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+    }
+
+
+@main.command("bench")
+@click.argument("tasks", nargs=-1)
+@click.option(
+    "--method",
+    "methods",
+    multiple=True,
+    help="A method to compare (repeatable); add +maxcode for its MaxCode variant.",
+)
+@search_options
+@click.option(
+    "--trials", type=click.IntRange(min=1), default=1, show_default=True,
+    help="Searches per (task, method).",
+)  # fmt: skip
+@click.option("--resume", "resume_id", help="Continue an unfinished bench.")
+@STORE_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+@click.pass_context
+def bench_command(
+    ctx: click.Context,
+    tasks: tuple[str, ...],
+    methods: tuple[str, ...],
+    base_url: str | None,
+    observation: str | None,
+    maxcode_variant: bool,
+    config_file: Path | None,
+    trials: int,
+    resume_id: str | None,
+    store_path: Path | None,
+    as_json: bool,
+    **flags: Any,
+) -> None:
+    """Run each --method on each task of TASKS with the same budget and compare them."""
+    from maxcode.bench import bench_table, expand_suite, new_bench, run_bench
+    from maxcode.store import open_store
+
+    store = open_store(store_path)
+    if resume_id:
+        if tasks or methods:
+            raise MaxcodeError("--resume continues a bench as it was set up: no TASKS, no --method")
+        bench_id = resume_id
+    else:
+        if not tasks:
+            raise MaxcodeError("name the TASKS to bench: task folders, suite folders, PIE .jsonl")
+        settings = _search_settings(
+            _given(ctx), flags, config_file, maxcode_variant, observation, base_url
+        )
+        settings.pop("method", None)
+        bench_id = new_bench(store, expand_suite(list(tasks)), list(methods), settings, trials)
+        _say(f"bench {bench_id}: {len(tasks)} task argument(s), methods {', '.join(methods)}")
+
+    def progress(summary: Any) -> None:
+        _say(
+            f"run {summary.run_id} {summary.task} {summary.method}: {summary.status}, "
+            f"best {summary.best_speedup:.2f}x, {summary.evaluations} evaluations"
+        )
+
+    try:
+        run_bench(store, bench_id, base_url=base_url, on_run=progress)
+    except KeyboardInterrupt:
+        click.echo(
+            f"interrupted; everything so far is kept: maxcode bench --resume {bench_id}", err=True
+        )
+        sys.exit(130)
+    bench = store.get_bench(bench_id)
+    assert bench is not None
+    rows, per_task = bench_table(store, bench.bench_id)
+    if as_json:
+        payload = {
+            "bench_id": bench.bench_id,
+            "tasks": bench.tasks,
+            "methods": [row.as_json() for row in rows],
+            "per_task": per_task,
+        }
+        click.echo(json.dumps(payload))
+        return
+    _print_bench(bench.bench_id, rows)
+
+
+def _print_bench(bench_id: str, rows: list[Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"bench {bench_id}", title_justify="left")
+    columns = ["method", "tasks", "mean", "geomean", "correct"]
+    columns += [
+        "fast_0",
+        "fast_1",
+        "fast_1.1",
+        "fast_1.5",
+        "fast_2",
+        "rank",
+        "evals",
+        "tokens",
+        "cost",
+    ]
+    for column in columns:
+        table.add_column(column, justify="left" if column == "method" else "right")
+    for row in rows:
+        cost = "?" if row.cost_usd is None else f"${row.cost_usd:.4f}"
+        fast = [f"{row.fast_p.get('fast_' + p, 0.0):.0%}" for p in ("0", "1", "1.1", "1.5", "2")]
+        table.add_row(
+            row.label, str(row.tasks), f"{row.mean_speedup:.2f}x", f"{row.geomean_speedup:.2f}x",
+            f"{row.correct:.0%}", *fast, f"{row.average_rank:.2f}", str(row.evaluations),
+            str(row.tokens), cost,
+        )  # fmt: skip
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)  # a pipe or a file gets the whole table, not 80 columns
+    console.print(table)
+    unfinished = sum(row.unfinished for row in rows)
+    if unfinished:
+        _say(f"{unfinished} run(s) did not finish; see maxcode runs")
 
 
 def _say(line: str) -> None:

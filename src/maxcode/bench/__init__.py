@@ -1,0 +1,16 @@
+"""Benchmarks of search methods over suites of tasks: ``maxcode bench``."""
+
+from maxcode.bench.run import MAXCODE_SUFFIX, label_config, new_bench, run_bench
+from maxcode.bench.suite import expand_suite
+from maxcode.bench.table import FAST_P, MethodRow, bench_table
+
+__all__ = [
+    "FAST_P",
+    "MAXCODE_SUFFIX",
+    "MethodRow",
+    "bench_table",
+    "expand_suite",
+    "label_config",
+    "new_bench",
+    "run_bench",
+]

@@ -1,0 +1,83 @@
+"""Running a bench: every method on every task with the same budget, all kept in the store."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from maxcode.errors import MaxcodeError, TaskError
+from maxcode.llm import LLMError
+from maxcode.search import MAXCODE_PARTS, METHODS, RunSummary, make_config, run_search
+from maxcode.search.config import SearchConfig
+from maxcode.store import RunStore
+from maxcode.tasks import load_task
+
+MAXCODE_SUFFIX = "+maxcode"
+
+
+def label_config(label: str, settings: dict[str, Any]) -> SearchConfig:
+    """The configuration of one method label: a method, or a method with ``+maxcode``."""
+    method = label.removesuffix(MAXCODE_SUFFIX)
+    if method not in METHODS:
+        raise MaxcodeError(
+            f"unknown method {label!r} (one of {', '.join(METHODS)}, optionally with +maxcode)"
+        )
+    merged = {**settings, "method": method}
+    if label.endswith(MAXCODE_SUFFIX):
+        merged["observation"] = list(MAXCODE_PARTS)
+    return make_config(merged)
+
+
+def new_bench(
+    store: RunStore, tasks: list[str], labels: list[str], settings: dict[str, Any], trials: int
+) -> str:
+    """Record a bench and one pending run per (task, method, trial); returns the bench id."""
+    if not labels:
+        raise MaxcodeError("name at least one --method")
+    if len(set(labels)) != len(labels):
+        raise MaxcodeError("each --method may be named once")
+    configs = {label: label_config(label, settings) for label in labels}
+    loaded = {spec: load_task(spec, settings.get("pie_tests")) for spec in tasks}
+    bench_id = uuid.uuid4().hex[:12]
+    shared = {key: value for key, value in settings.items() if key != "base_url"}
+    store.create_bench(bench_id, shared, tasks, labels, trials)
+    for spec in tasks:
+        task = loaded[spec]
+        for label in labels:
+            config = configs[label]
+            for trial in range(trials):
+                store.create_run(
+                    uuid.uuid4().hex[:12], spec, task.name, task.kind, config.method,
+                    config.model_dump(exclude={"base_url"}), status="pending",
+                    bench_id=bench_id, bench_label=label, bench_trial=trial,
+                )  # fmt: skip
+    return bench_id
+
+
+def run_bench(
+    store: RunStore,
+    bench_id: str,
+    *,
+    base_url: str | None = None,
+    on_run: Callable[[RunSummary], None] = lambda summary: None,
+) -> None:
+    """Run every unfinished run of a bench, one after the other (a resumed bench continues).
+
+    A task that cannot be evaluated (its reference fails its tests) fails its runs and the
+    bench goes on; a model that cannot be reached stops the bench: the next run would fail
+    the same way.
+    """
+    bench = store.get_bench(bench_id)
+    if bench is None:
+        raise MaxcodeError(f"no bench {bench_id!r} in {store.path}")
+    for run in store.bench_runs(bench.bench_id):
+        if run.status == "done":
+            continue
+        try:
+            summary = run_search(store, run.run_id, base_url=base_url)
+        except LLMError:
+            raise
+        except TaskError:
+            continue
+        on_run(summary)

@@ -496,6 +496,32 @@ def bench_command(
     _print_bench(bench.bench_id, rows)
 
 
+@main.command("report")
+@click.argument("run_id", required=False)
+@click.option("--bench", "bench_id", help="Report a bench instead of a run.")
+@click.option(
+    "--output", "-o", type=click.Path(dir_okay=False, path_type=Path), required=True,
+    help="The HTML file to write.",
+)  # fmt: skip
+@STORE_OPTION
+def report_command(
+    run_id: str | None, bench_id: str | None, output: Path, store_path: Path | None
+) -> None:
+    """Write a self-contained HTML report of RUN_ID (or of a bench)."""
+    from maxcode.report import bench_report, run_report
+    from maxcode.store import open_store
+
+    if bool(run_id) == bool(bench_id):
+        raise MaxcodeError("name either a RUN_ID or --bench BENCH_ID")
+    store = open_store(store_path)
+    html = bench_report(store, bench_id) if bench_id else run_report(store, run_id or "")
+    try:
+        output.write_text(html, encoding="utf-8")
+    except OSError as error:
+        raise MaxcodeError(f"cannot write {output}: {error.strerror or error}") from None
+    _say(f"wrote {output}")
+
+
 def _print_bench(bench_id: str, rows: list[Any]) -> None:
     from rich.console import Console
     from rich.table import Table

@@ -1,0 +1,192 @@
+"""Self-contained HTML reports of a run and of a bench (inline CSS and SVG; works offline)."""
+
+from __future__ import annotations
+
+import difflib
+from functools import cache
+
+import jinja2
+
+from maxcode.bench import FAST_P, bench_table
+from maxcode.errors import MaxcodeError
+from maxcode.report.svg import Series, TreeNode, line_chart, tree_chart
+from maxcode.search.loop import normalised_key
+from maxcode.search.observation import describe_feedback
+from maxcode.search.tree import Node
+from maxcode.store import RunStore
+from maxcode.tasks import load_task
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("maxcode.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def load_tree(store: RunStore, run_id: str) -> list[Node]:
+    """A stored run's search tree, root first, with feedback and critiques."""
+    record = store.get_run(run_id)
+    if record is None:
+        raise MaxcodeError(f"no run {run_id!r} in {store.path}")
+    reference = load_task(record.task_spec, record.config.get("pie_tests")).reference
+    root = Node("0", None, 0, reference)
+    nodes = {"0": root}
+    first_with_key: dict[str, Node] = {}
+    for stored in store.nodes(record.run_id):
+        source = store.get_candidate(stored.candidate_sha256) if stored.candidate_sha256 else None
+        parent = nodes.get(stored.parent_id or "0", root)
+        node = Node(stored.node_id, parent, stored.step, source, completion=stored.completion)
+        if source is not None:
+            key = normalised_key(source)
+            node.feedback = store.get_evaluation(record.run_id, key)
+            original = first_with_key.setdefault(key, node)
+            if original is not node:
+                node.duplicate_of = original.node_id
+        node.critique = store.get_critique(record.run_id, stored.node_id)
+        if node.critique is None and node.duplicate_of:
+            node.critique = nodes[node.duplicate_of].critique
+        parent.children.append(node)
+        nodes[node.node_id] = node
+    return list(nodes.values())
+
+
+def run_report(store: RunStore, run_id: str) -> str:
+    """The HTML report of one run."""
+    record = store.get_run(run_id)
+    if record is None:
+        raise MaxcodeError(f"no run {run_id!r} in {store.path}")
+    nodes = load_tree(store, record.run_id)
+    by_id = {node.node_id: node for node in nodes}
+    best = by_id.get(record.best_node_id or "")
+    rewards = store.evaluation_rewards(record.run_id)
+    by_step = line_chart(
+        "Best speedup after each step",
+        "step",
+        "best speedup",
+        [Series("best", [(0.0, 1.0)] + [(i + 1.0, v) for i, v in enumerate(record.trace)])],
+    )
+    by_evaluation = line_chart(
+        "Best speedup against evaluations",
+        "evaluations",
+        "best speedup",
+        [Series("best", _running_best(rewards))],
+    )
+    tree = tree_chart(
+        "Search tree (colour: status, size: speedup)",
+        [
+            TreeNode(
+                node.node_id,
+                node.parent.node_id if node.parent else None,
+                node.depth,
+                node.status,
+                node.reward,
+                f"{node.node_id}: {node.status}, {node.reward:.2f}x",
+            )
+            for node in nodes
+        ],
+    )
+    diff: list[tuple[str, str]] = []
+    if best is not None and best.source is not None:
+        diff = _diff(nodes[0].source or "", best.source)
+    summaries = {node.node_id: _summary(node) for node in nodes}
+    return (
+        _environment()
+        .get_template("run.html.j2")
+        .render(
+            title=f"maxcode run {record.run_id}",
+            run=record,
+            observation=",".join(record.config.get("observation") or []),
+            evaluations=len(rewards),
+            usage=store.usage(record.run_id),
+            by_step=by_step,
+            by_evaluation=by_evaluation,
+            tree=tree,
+            best=best,
+            best_feedback=describe_feedback(best.feedback) if best else "",
+            diff=diff,
+            attempts=nodes[1:],
+            summaries=summaries,
+        )
+    )
+
+
+def bench_report(store: RunStore, bench_id: str) -> str:
+    """The HTML report of a bench: the table and speedup-against-budget curves."""
+    bench = store.get_bench(bench_id)
+    if bench is None:
+        raise MaxcodeError(f"no bench {bench_id!r} in {store.path}")
+    rows, per_task = bench_table(store, bench.bench_id)
+    curves: dict[str, list[list[float]]] = {label: [] for label in bench.labels}
+    for run in store.bench_runs(bench.bench_id):
+        if run.status == "done":
+            points = _running_best(store.evaluation_rewards(run.run_id))
+            curves[run.bench_label or run.method].append([y for _, y in points])
+    series = [Series(label, _mean_curve(runs)) for label, runs in curves.items() if runs]
+    chart = line_chart(
+        "Mean best speedup (PIE convention) against evaluations per task",
+        "evaluations",
+        "mean best speedup",
+        series,
+    )
+    return (
+        _environment()
+        .get_template("bench.html.j2")
+        .render(
+            title=f"maxcode bench {bench.bench_id}",
+            bench=bench,
+            rows=rows,
+            per_task=per_task,
+            fast_p=[f"{p:g}" for p in FAST_P],
+            curves=chart,
+        )
+    )
+
+
+def _running_best(rewards: list[float]) -> list[tuple[float, float]]:
+    best, points = 1.0, [(0.0, 1.0)]
+    for count, reward in enumerate(rewards, start=1):
+        best = max(best, reward)
+        points.append((float(count), best))
+    return points
+
+
+def _mean_curve(runs: list[list[float]]) -> list[tuple[float, float]]:
+    """Mean over runs of the best speedup within each budget (a run that stopped keeps its
+    final best)."""
+    length = max(len(run) for run in runs)
+    padded = [run + [run[-1]] * (length - len(run)) for run in runs]
+    return [(float(index), sum(column) / len(column)) for index, column in enumerate(zip(*padded))]
+
+
+def _diff(reference: str, best: str) -> list[tuple[str, str]]:
+    lines = difflib.unified_diff(
+        reference.splitlines(), best.splitlines(), "reference", "best", lineterm="", n=3
+    )
+    kinds = []
+    for line in lines:
+        kind = "ctx"
+        if line.startswith("@@"):
+            kind = "hunk"
+        elif line.startswith("+") and not line.startswith("+++"):
+            kind = "add"
+        elif line.startswith("-") and not line.startswith("---"):
+            kind = "del"
+        kinds.append((kind, line))
+    return kinds
+
+
+def _summary(node: Node) -> str:
+    if node.is_root:
+        return "the reference"
+    if node.source is None:
+        return "the answer held no program"
+    if node.duplicate_of:
+        return f"same program as {node.duplicate_of}"
+    if node.feedback is None:
+        return "not evaluated"
+    return node.feedback.summary()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything maxcode and its tests need on a fresh Debian/Ubuntu machine:
-# system tools (compiler, bubblewrap sandbox, valgrind) and the Python package with its extras.
+# system tools (compiler, bubblewrap sandbox, valgrind, chromium for the report tests) and the
+# Python package with its extras.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,6 +9,7 @@ need=()
 command -v g++ >/dev/null || need+=(g++)
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v valgrind >/dev/null || need+=(valgrind)
+command -v chromium >/dev/null || need+=(chromium)  # the report tests render pages headless
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -18,4 +18,4 @@ if [ ${#need[@]} -gt 0 ]; then
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-python3 -m pip install -q --disable-pip-version-check -e ".[dev,anthropic]"
+python3 -m pip install -q --disable-pip-version-check -e ".[dev,anthropic,ray]"

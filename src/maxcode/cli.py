@@ -174,10 +174,23 @@ _SEARCH_FLAGS = [
     ("max_llm_tokens", "max_llm_tokens"),
     ("max_llm_calls", "max_llm_calls"),
     ("pie_tests", "pie_tests"),
+    ("ray_address", "ray_address"),
+    ("concurrency", "concurrency"),
 ]
 
 
 _SEARCH_OPTIONS = [
+    click.option(
+        "--ray-address",
+        envvar="MAXCODE_RAY_ADDRESS",
+        help="Ray cluster to join with --executor ray (default: RAY_ADDRESS, else a local one).",
+    ),
+    click.option(
+        "--concurrency",
+        type=click.IntRange(min=1),
+        envvar="MAXCODE_CONCURRENCY",
+        help="Searches a bench runs at once on Ray (default 1).",
+    ),
     click.option(
         "--model",
         envvar="MAXCODE_MODEL",

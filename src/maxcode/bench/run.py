@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from maxcode.errors import MaxcodeError, TaskError
-from maxcode.llm import LLMError
-from maxcode.search import MAXCODE_PARTS, METHODS, RunSummary, make_config, run_search
+from maxcode.executors import make_executor
+from maxcode.search import (
+    MAXCODE_PARTS,
+    METHODS,
+    RunSummary,
+    make_config,
+    run_search,
+    run_search_async,
+)
 from maxcode.search.config import SearchConfig
-from maxcode.store import RunStore
+from maxcode.store import RunRecord, RunStore
 from maxcode.tasks import load_task
 
 MAXCODE_SUFFIX = "+maxcode"
@@ -71,13 +79,49 @@ def run_bench(
     bench = store.get_bench(bench_id)
     if bench is None:
         raise MaxcodeError(f"no bench {bench_id!r} in {store.path}")
-    for run in store.bench_runs(bench.bench_id):
-        if run.status == "done":
-            continue
+    unfinished = [run for run in store.bench_runs(bench.bench_id) if run.status != "done"]
+    concurrency = int(bench.config.get("concurrency") or 1)
+    if bench.config.get("executor") == "ray" and concurrency > 1:
+        asyncio.run(_run_parallel(store, unfinished, bench.config, base_url, on_run, concurrency))
+        return
+    for run in unfinished:
         try:
             summary = run_search(store, run.run_id, base_url=base_url)
-        except LLMError:
-            raise
         except TaskError:
             continue
         on_run(summary)
+
+
+async def _run_parallel(
+    store: RunStore,
+    runs: list[RunRecord],
+    settings: dict[str, Any],
+    base_url: str | None,
+    on_run: Callable[[RunSummary], None],
+    concurrency: int,
+) -> None:
+    """Several searches at once, sharing one Ray executor; the store stays here."""
+    workers = int(settings.get("workers") or 1)
+    executor = make_executor("ray", workers, ray_address=settings.get("ray_address"))
+    slots = asyncio.Semaphore(concurrency)
+
+    async def one(run: RunRecord) -> None:
+        async with slots:
+            try:
+                summary = await run_search_async(
+                    store, run.run_id, base_url=base_url, executor=executor
+                )
+            except TaskError:
+                return
+            on_run(summary)
+
+    async with executor:
+        tasks = [asyncio.ensure_future(one(run)) for run in runs]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            # One search failing for the model (unreachable, bad key) ends them all.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise

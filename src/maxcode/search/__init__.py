@@ -1,6 +1,6 @@
 """The max-reward search: methods, observation parts, the critic, and the loop."""
 
-from maxcode.search.api import RunSummary, new_run, run_search, summarize
+from maxcode.search.api import RunSummary, new_run, run_search, run_search_async, summarize
 from maxcode.search.config import (
     MAXCODE_PARTS,
     METHODS,
@@ -44,5 +44,6 @@ __all__ = [
     "normalised_key",
     "parse_parts",
     "run_search",
+    "run_search_async",
     "summarize",
 ]

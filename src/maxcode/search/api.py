@@ -12,7 +12,7 @@ from typing import Any
 
 from maxcode.config import maxcode_home
 from maxcode.errors import MaxcodeError
-from maxcode.executors import make_executor
+from maxcode.executors import Executor, make_executor
 from maxcode.llm import NO_MODEL_MESSAGE, Budget, BudgetExhausted, LLMProvider, resolve_model
 from maxcode.search.config import SearchConfig
 from maxcode.search.critique import Critic, LLMCritic, TemplateCritic
@@ -81,6 +81,29 @@ def run_search(
 
     ``budget_overrides`` (``max_usd``, ``max_llm_tokens``, ``max_llm_calls``) raise or lower
     the limits of a resumed run; nothing else of a run's configuration may change."""
+    return asyncio.run(
+        run_search_async(
+            store,
+            run_id,
+            base_url=base_url,
+            output=output,
+            on_step=on_step,
+            budget_overrides=budget_overrides,
+        )
+    )
+
+
+async def run_search_async(
+    store: RunStore,
+    run_id: str,
+    *,
+    base_url: str | None = None,
+    output: Path | None = None,
+    on_step: Callable[[StepReport], None] = lambda report: None,
+    budget_overrides: dict[str, Any] | None = None,
+    executor: Executor | None = None,
+) -> RunSummary:
+    """``run_search`` inside an event loop; ``executor`` (kept open) may be shared by runs."""
     record = store.get_run(run_id)
     if record is None:
         raise MaxcodeError(f"no run {run_id!r} in {store.path}")
@@ -94,8 +117,8 @@ def run_search(
     task = load_task(record.task_spec, config.pie_tests)
     store.update_run(run_id, status="running", message="")
     try:
-        outcome = asyncio.run(_search(store, run_id, task, config, on_step))
-    except KeyboardInterrupt:
+        outcome = await _search(store, run_id, task, config, on_step, executor)
+    except (KeyboardInterrupt, asyncio.CancelledError):
         store.update_run(run_id, status="stopped", message="interrupted; resume with --resume")
         raise
     except BudgetExhausted as spent:
@@ -119,6 +142,7 @@ async def _search(
     task: Task,
     config: SearchConfig,
     on_step: Callable[[StepReport], None],
+    shared_executor: Executor | None,
 ) -> SearchOutcome:
     usage = store.usage(run_id)
     budget = None
@@ -140,7 +164,9 @@ async def _search(
             critic_model, base_url=config.base_url, budget=budget, call_log=call_log
         )
         critic = LLMCritic(critic_provider, max_tokens=min(config.max_tokens, 1024))
-    executor = make_executor(config.executor, config.workers)
+    executor = shared_executor or make_executor(
+        config.executor, config.workers, ray_address=config.ray_address
+    )
     search = Search(
         run_id=run_id,
         task=task,
@@ -153,6 +179,8 @@ async def _search(
         on_step=on_step,
     )
     try:
+        if shared_executor is not None:
+            return await search.run()
         async with executor:
             return await search.run()
     finally:

@@ -53,6 +53,10 @@ class SearchConfig(BaseModel):
     """Evaluations run at once (each pins its timed runs to its own CPU)."""
     executor: Literal["local", "ray"] = "local"
     """Where evaluations run."""
+    ray_address: str | None = None
+    """Ray cluster to join (``--executor ray``); None: ``RAY_ADDRESS``, else a local instance."""
+    concurrency: int = Field(default=1, ge=1)
+    """Searches a bench runs at once (on Ray; a local bench runs one at a time)."""
     value: str = "none"
     """Action-value function ranking candidates before they run: ``none``."""
     max_usd: float | None = Field(default=None, gt=0)

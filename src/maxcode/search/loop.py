@@ -16,8 +16,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar, cast
 
 from maxcode.executors import EvalJob, Executor
 from maxcode.llm import LLMProvider, LLMRequest
@@ -32,6 +33,7 @@ from maxcode.tasks import Task
 from maxcode.types import Feedback
 
 LANGUAGE = {"cpp": "cpp", "kernelbench": "python"}
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,16 @@ class SearchOutcome:
     """Distinct candidates evaluated."""
     trace: list[float]
     """Best reward after each step."""
+
+
+async def _all(work: Iterable[Awaitable[T]]) -> list[T]:
+    """Await every piece of work; when one fails, the others still finish (and are stored)
+    before the first failure is raised: a spent budget must not cut calls in flight."""
+    results = await asyncio.gather(*work, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return cast(list[T], results)
 
 
 def normalised_key(source: str) -> str:
@@ -149,9 +161,7 @@ class Search:
         return limit is not None and self.evaluations >= limit
 
     async def _step(self, step: int, expansions: list[Expansion]) -> int:
-        answers = await asyncio.gather(
-            *(self._propose(step, expansion) for expansion in expansions)
-        )
+        answers = await _all(self._propose(step, expansion) for expansion in expansions)
         new_nodes: list[Node] = []
         for expansion, texts in zip(expansions, answers):
             expansion.parent.expanded = True
@@ -231,9 +241,7 @@ class Search:
                 continue
             pending[key] = node
             self.evaluations += 1
-        feedbacks = await asyncio.gather(
-            *(self._evaluate_one(key, node) for key, node in pending.items())
-        )
+        feedbacks = await _all(self._evaluate_one(key, node) for key, node in pending.items())
         for (key, node), feedback in zip(pending.items(), feedbacks):
             node.feedback = feedback
             self._by_key[key] = node
@@ -257,7 +265,7 @@ class Search:
 
     async def _critique(self, new_nodes: list[Node]) -> None:
         originals = [node for node in new_nodes if node.feedback and node.duplicate_of is None]
-        critiques = await asyncio.gather(*(self._critique_one(node) for node in originals))
+        critiques = await _all(self._critique_one(node) for node in originals)
         for node, text in zip(originals, critiques):
             node.critique = text
         by_id = {node.node_id: node for node in self.nodes}

@@ -11,7 +11,7 @@ from maxcode.bench import FAST_P, bench_table
 from maxcode.errors import MaxcodeError
 from maxcode.report.svg import Series, TreeNode, line_chart, tree_chart
 from maxcode.search.loop import normalised_key
-from maxcode.search.observation import describe_feedback
+from maxcode.search.observation import attempt_summary, describe_feedback
 from maxcode.search.tree import Node
 from maxcode.store import RunStore
 from maxcode.tasks import load_task
@@ -93,7 +93,7 @@ def run_report(store: RunStore, run_id: str) -> str:
     diff: list[tuple[str, str]] = []
     if best is not None and best.source is not None:
         diff = _diff(nodes[0].source or "", best.source)
-    summaries = {node.node_id: _summary(node) for node in nodes}
+    summaries = {node.node_id: attempt_summary(node) for node in nodes}
     return (
         _environment()
         .get_template("run.html.j2")
@@ -178,15 +178,3 @@ def _diff(reference: str, best: str) -> list[tuple[str, str]]:
             kind = "del"
         kinds.append((kind, line))
     return kinds
-
-
-def _summary(node: Node) -> str:
-    if node.is_root:
-        return "the reference"
-    if node.source is None:
-        return "the answer held no program"
-    if node.duplicate_of:
-        return f"same program as {node.duplicate_of}"
-    if node.feedback is None:
-        return "not evaluated"
-    return node.feedback.summary()

@@ -169,7 +169,7 @@ class TrajectoryPart:
             if node.is_root:
                 continue
             view = _node_view(node, True, with_critique)
-            view["summary"] = _summary(node)
+            view["summary"] = attempt_summary(node)
             if id(node) in shown_elsewhere or node.duplicate_of:
                 view["source"] = None
                 view["feedback"] = ""
@@ -181,7 +181,10 @@ class TrajectoryPart:
         return {"trajectory": kept, "trajectory_dropped": dropped}
 
 
-def _summary(node: Node) -> str:
+def attempt_summary(node: Node) -> str:
+    """One line on where a node stands (for prompts and reports)."""
+    if node.is_root:
+        return "the reference"
     if node.source is None:
         return "the answer held no program"
     if node.duplicate_of:

@@ -165,6 +165,7 @@ _SEARCH_FLAGS = [
     ("beam_width", "beam_width"),
     ("max_evals", "max_evals"),
     ("value", "value"),
+    ("proposals", "proposals"),
     ("executor", "executor"),
     ("workers", "workers"),
     ("metric", "metric"),
@@ -184,6 +185,12 @@ _SEARCH_OPTIONS = [
         "--ray-address",
         envvar="MAXCODE_RAY_ADDRESS",
         help="Ray cluster to join with --executor ray (default: RAY_ADDRESS, else a local one).",
+    ),
+    click.option(
+        "--proposals",
+        type=click.IntRange(min=1),
+        envvar="MAXCODE_PROPOSALS",
+        help="With --value: candidates proposed per expansion, m > k (default 2k).",
     ),
     click.option(
         "--concurrency",
@@ -240,7 +247,11 @@ _SEARCH_OPTIONS = [
         envvar="MAXCODE_MAX_EVALS",
         help="Stop after this many evaluations.",
     ),
-    click.option("--value", envvar="MAXCODE_VALUE", help="Value function: none."),
+    click.option(
+        "--value",
+        envvar="MAXCODE_VALUE",
+        help="Value function: none, rtg:DIR (a trained model) or rtg:provider/model.",
+    ),
     click.option(
         "--executor",
         type=click.Choice(["local", "ray"]),
@@ -533,6 +544,88 @@ def report_command(
     except OSError as error:
         raise MaxcodeError(f"cannot write {output}: {error.strerror or error}") from None
     _say(f"wrote {output}")
+
+
+@main.group("rtg")
+def rtg_group() -> None:
+    """Reward-to-go models: datasets from logged searches, training, ranking quality."""
+
+
+@rtg_group.command("export")
+@click.argument("run_ids", nargs=-1, required=True)
+@click.option("--gamma", type=click.FloatRange(0, 1, min_open=True), default=0.9, show_default=True)
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@STORE_OPTION
+def rtg_export_command(
+    run_ids: tuple[str, ...], gamma: float, output: Path, store_path: Path | None
+) -> None:
+    """One row per evaluated node of RUN_IDS, labelled with its reward-to-go."""
+    from maxcode.rtg import export_rows, write_jsonl
+    from maxcode.store import open_store
+
+    rows = export_rows(open_store(store_path), list(run_ids), gamma)
+    write_jsonl(rows, output)
+    splits = {split: sum(row["split"] == split for row in rows) for split in ("train", "test")}
+    _say(f"wrote {len(rows)} rows to {output} ({splits['train']} train, {splits['test']} test)")
+
+
+@rtg_group.command("train")
+@click.argument("data", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--base", help="A Hugging Face model folder to fine-tune with LoRA.")
+def rtg_train_command(data: Path, output: Path, base: str | None) -> None:
+    """Train a reward-to-go model on DATA's train split (default: the light CPU model)."""
+    from maxcode.rtg import LightModel, read_jsonl
+
+    if base:
+        raise MaxcodeError(
+            "--base (LoRA fine-tuning) is not available yet; omit it for the light model"
+        )
+    rows = [row for row in read_jsonl(data) if row.get("split", "train") == "train"]
+    if not rows:
+        raise MaxcodeError(f"{data}: no rows in the train split")
+    LightModel.train(rows).save(output)
+    _say(f"trained the light model on {len(rows)} rows; saved to {output}")
+
+
+@rtg_group.command("eval")
+@click.argument("data", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--model", "model_spec", required=True, help="A model folder, or provider/model.")
+@click.option("--base-url", envvar="MAXCODE_BASE_URL")
+@click.option(
+    "--split", type=click.Choice(["test", "train", "all"]), default="test", show_default=True
+)
+@click.option("--json", "as_json", is_flag=True)
+def rtg_eval_command(
+    data: Path, model_spec: str, base_url: str | None, split: str, as_json: bool
+) -> None:
+    """Ranking quality of a model on DATA (held-out tasks by default), against random."""
+    import asyncio
+
+    from maxcode.rtg import (
+        load_model,
+        random_baseline,
+        ranking_quality,
+        read_jsonl,
+        score_groups,
+        sibling_groups,
+    )
+
+    rows = [row for row in read_jsonl(data) if split == "all" or row.get("split") == split]
+    groups = sibling_groups(rows)
+    if not groups:
+        raise MaxcodeError(
+            f"{data}: no group of two or more sibling candidates in the {split} split"
+        )
+    model = load_model(model_spec, base_url=base_url)
+    quality = ranking_quality(groups, asyncio.run(score_groups(groups, model.score)))
+    baseline = random_baseline(groups)
+    if as_json:
+        click.echo(json.dumps({"model": quality, "random": baseline}))
+        return
+    for key in ("spearman", "top1", "ndcg"):
+        click.echo(f"{key:<9} model {quality[key]:.3f}   random {baseline[key]:.3f}")
+    click.echo(f"{int(quality['groups'])} groups of sibling candidates")
 
 
 def _print_bench(bench_id: str, rows: list[Any]) -> None:

@@ -35,20 +35,24 @@ class ScriptedExecutor(Executor):
         self.jobs.append(job)
         match = MARKER.search(job.source)
         assert match, job.source
-        reward = float(match.group(2))
-        correct = reward > 0
-        return Feedback(
-            task=job.task.name,
-            compiled=True,
-            correct=correct,
-            speedup=reward,
-            metric="instructions",
-            reference_cost=100.0,
-            candidate_cost=100.0 / reward if correct else None,
-            tests_passed=2 if correct else 1,
-            tests_total=2,
-            error=None if correct else ErrorInfo(kind="wrong_answer", message="test 1: wrong"),
-        )
+        return _feedback_of(float(match.group(2)), job.task.name)
+
+
+def _feedback_of(reward: float, task: str = "sum") -> Feedback:
+    """A verdict with the given reward (0: a wrong answer)."""
+    correct = reward > 0
+    return Feedback(
+        task=task,
+        compiled=True,
+        correct=correct,
+        speedup=reward,
+        metric="instructions",
+        reference_cost=100.0,
+        candidate_cost=100.0 / reward if correct else None,
+        tests_passed=2 if correct else 1,
+        tests_total=2,
+        error=None if correct else ErrorInfo(kind="wrong_answer", message="test 1: wrong"),
+    )
 
 
 def _proposer(rewards: Callable[[int], float]) -> Callable[[LLMRequest], str]:

@@ -177,6 +177,7 @@ async def _search(
         executor=executor,
         method=make_method(config),
         on_step=on_step,
+        value=make_value(config.value, base_url=config.base_url),
     )
     try:
         if shared_executor is not None:

@@ -58,7 +58,11 @@ class SearchConfig(BaseModel):
     concurrency: int = Field(default=1, ge=1)
     """Searches a bench runs at once (on Ray; a local bench runs one at a time)."""
     value: str = "none"
-    """Action-value function ranking candidates before they run: ``none``."""
+    """Action-value function ranking candidates before they run: ``none``, ``rtg:DIR`` or
+    ``rtg:provider/model``."""
+    proposals: int | None = Field(default=None, ge=1)
+    """Candidates the policy writes per expansion when a value function ranks them (m > k;
+    default 2k); only the top k are evaluated."""
     max_usd: float | None = Field(default=None, gt=0)
     """Stop when LLM spending would pass this many dollars."""
     max_llm_tokens: int | None = Field(default=None, ge=1)

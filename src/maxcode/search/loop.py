@@ -28,6 +28,7 @@ from maxcode.search.critique import Critic
 from maxcode.search.methods import Expansion, Method
 from maxcode.search.observation import History, build_policy_prompt
 from maxcode.search.tree import Node, best_node
+from maxcode.search.value import ValueFunction
 from maxcode.store import NodeRecord, RunStore
 from maxcode.tasks import Task
 from maxcode.types import Feedback
@@ -76,6 +77,18 @@ class SearchOutcome:
     """Best reward after each step."""
 
 
+def _top(scores: list[float | None], sources: list[str | None], count: int) -> set[int]:
+    """Positions to evaluate: all of them without scores, else the ``count`` best scored
+    programs (earlier first among equals)."""
+    if all(score is None for score in scores):
+        return set(range(len(scores)))
+    ranked = sorted(
+        (position for position, source in enumerate(sources) if source is not None),
+        key=lambda position: -(scores[position] or 0.0),
+    )
+    return set(ranked[:count])
+
+
 async def _all(work: Iterable[Awaitable[T]]) -> list[T]:
     """Await every piece of work; when one fails, the others still finish (and are stored)
     before the first failure is raised: a spent budget must not cut calls in flight."""
@@ -105,6 +118,7 @@ class Search:
     executor: Executor
     method: Method
     on_step: Callable[[StepReport], None] = lambda report: None
+    value: ValueFunction | None = None
     nodes: list[Node] = field(init=False)
     trace: list[float] = field(default_factory=list)
     evaluations: int = 0
@@ -160,13 +174,32 @@ class Search:
         limit = self.config.max_evals
         return limit is not None and self.evaluations >= limit
 
+    def _asked(self, expansion: Expansion) -> int:
+        """Candidates to ask the policy for: k, or m > k when a value function picks k."""
+        if self.value is None:
+            return expansion.count
+        return self.config.proposals or 2 * expansion.count
+
     async def _step(self, step: int, expansions: list[Expansion]) -> int:
         answers = await _all(self._propose(step, expansion) for expansion in expansions)
+        stored_scores = {
+            node.node_id: node.value_score
+            for node in self.store.nodes(self.run_id)
+            if node.step == step
+        }
         new_nodes: list[Node] = []
-        for expansion, texts in zip(expansions, answers):
+        for expansion, (texts, observation) in zip(expansions, answers):
             expansion.parent.expanded = True
-            for text in texts[: expansion.count]:
-                node = self._add_node(step, len(new_nodes), expansion, text)
+            texts = texts[: self._asked(expansion)]
+            sources = [extract_code(text, self.language) for text in texts]
+            first = len(new_nodes)
+            scores = await self._scores(step, first, observation, sources, stored_scores)
+            chosen = _top(scores, sources, expansion.count)
+            for offset, text in enumerate(texts):
+                node = self._add_node(
+                    step, first + offset, expansion, text, sources[offset], scores[offset]
+                )
+                node.selected = offset in chosen
                 new_nodes.append(node)
         await self._evaluate(new_nodes)
         await self._critique(new_nodes)
@@ -174,11 +207,34 @@ class Search:
 
     # --- proposing -----------------------------------------------------------------------
 
-    async def _propose(self, step: int, expansion: Expansion) -> list[str]:
+    async def _scores(
+        self,
+        step: int,
+        first: int,
+        observation: str,
+        sources: list[str | None],
+        stored: dict[str, float | None],
+    ) -> list[float | None]:
+        """Value scores of one expansion's proposals (replayed from the store when known)."""
+        if self.value is None:
+            return [None] * len(sources)
+        ids = [f"{step}.{first + offset}" for offset in range(len(sources))]
+        if all(
+            stored.get(node_id) is not None or source is None
+            for node_id, source in zip(ids, sources)
+        ):
+            return [stored.get(node_id) for node_id in ids]
+        programs = [source for source in sources if source is not None]
+        scored = iter(await self.value.score(observation, programs)) if programs else iter(())
+        return [next(scored) if source is not None else None for source in sources]
+
+    async def _propose(self, step: int, expansion: Expansion) -> tuple[list[str], str]:
+        """The policy's answers for one expansion, and the observation it saw."""
         purpose = f"policy:{step}:{expansion.parent.node_id}"
+        asked = self._asked(expansion)
         recorded = self.store.find_call(self.run_id, purpose)
-        if recorded is not None and len(recorded.responses) >= expansion.count:
-            return list(recorded.responses)
+        if recorded is not None and len(recorded.responses) >= asked:
+            return list(recorded.responses), recorded.messages[-1].content
         history = History(
             task=self.task,
             parent=expansion.parent,
@@ -191,22 +247,33 @@ class Search:
         options: dict[str, object] = {}
         if self.policy.provider_name == "rules":
             # Deterministic rotation through the offline rewrites, the same on a replay.
-            options["variant_offset"] = (step - 1) * expansion.count
+            options["variant_offset"] = (step - 1) * asked
         request = LLMRequest.from_prompt(
             user,
             system=system,
-            n=expansion.count,
+            n=asked,
             temperature=self.config.temperature,
             max_tokens=self.config.max_tokens,
             purpose=purpose,
             options=options,
         )
         completions = await self.policy.generate(request)
-        return [completion.text for completion in completions]
+        return [completion.text for completion in completions], user
 
-    def _add_node(self, step: int, index: int, expansion: Expansion, text: str) -> Node:
-        source = extract_code(text, self.language)
+    def _add_node(
+        self,
+        step: int,
+        index: int,
+        expansion: Expansion,
+        text: str,
+        source: str | None,
+        value_score: float | None,
+    ) -> Node:
         node = Node(f"{step}.{index}", expansion.parent, step, source, completion=text)
+        node.value_score = value_score
+        scores = getattr(self.method, "scores", None)
+        if isinstance(scores, dict) and value_score is not None:
+            scores[node.node_id] = value_score
         expansion.parent.children.append(node)
         self.nodes.append(node)
         digest = self.store.put_candidate(source, self.language) if source is not None else None
@@ -221,6 +288,7 @@ class Search:
                 observation_parts=",".join(self.config.observation_parts()),
                 prompt_call=f"policy:{step}:{expansion.parent.node_id}",
                 completion=text,
+                value_score=value_score,
             ),
         )
         return node
@@ -230,7 +298,7 @@ class Search:
     async def _evaluate(self, new_nodes: list[Node]) -> None:
         pending: dict[str, Node] = {}
         for node in new_nodes:
-            if node.source is None:
+            if node.source is None or not node.selected:
                 continue
             key = normalised_key(node.source)
             first = self._by_key.get(key) or pending.get(key)

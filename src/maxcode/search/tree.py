@@ -34,6 +34,10 @@ class Node:
     """Proposals made from this node."""
     expanded: bool = False
     """The policy has been asked to refine this node."""
+    value_score: float | None = None
+    """The value function's estimate, when one ranked the proposals."""
+    selected: bool = True
+    """Chosen for evaluation (the value function keeps only the top k of the proposals)."""
 
     @property
     def depth(self) -> int:

@@ -12,17 +12,19 @@ class ValueFunction(Protocol):
 
     name: str
 
-    def score(self, observation: str, candidates: list[str]) -> list[float]:
+    async def score(self, observation: str, candidates: list[str]) -> list[float]:
         """One score per candidate."""
         ...
 
 
-def make_value(spec: str) -> ValueFunction | None:
-    """The value function ``--value`` names; ``none`` ranks nothing."""
+def make_value(spec: str, base_url: str | None = None) -> ValueFunction | None:
+    """The value function ``--value`` names: ``none``, ``rtg:DIR`` (a trained model) or
+    ``rtg:provider/model`` (the generative model)."""
     if spec == "none":
         return None
-    if spec.startswith("rtg:"):
-        raise MaxcodeError(
-            f"--value {spec}: reward-to-go models are not available yet; use --value none"
-        )
-    raise MaxcodeError(f"unknown value function {spec!r} (none, or rtg:PATH)")
+    if spec.startswith("rtg:") and len(spec) > 4:
+        from maxcode.rtg import load_model
+
+        model: ValueFunction = load_model(spec[4:], base_url=base_url)
+        return model
+    raise MaxcodeError(f"unknown value function {spec!r} (none, rtg:DIR or rtg:provider/model)")

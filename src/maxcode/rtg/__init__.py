@@ -1,0 +1,49 @@
+"""Reward-to-go models: learn from logged searches, rank candidates before they run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from maxcode.errors import MaxcodeError
+from maxcode.rtg.export import (
+    DEFAULT_GAMMA,
+    RTG_SCHEMA_VERSION,
+    export_rows,
+    read_jsonl,
+    reward_to_go,
+    split_of,
+    write_jsonl,
+)
+from maxcode.rtg.generative import GenerativeModel, parse_score
+from maxcode.rtg.light import LightModel
+from maxcode.rtg.ranking import random_baseline, ranking_quality, score_groups, sibling_groups
+
+__all__ = [
+    "DEFAULT_GAMMA",
+    "RTG_SCHEMA_VERSION",
+    "GenerativeModel",
+    "LightModel",
+    "export_rows",
+    "load_model",
+    "parse_score",
+    "random_baseline",
+    "ranking_quality",
+    "read_jsonl",
+    "reward_to_go",
+    "score_groups",
+    "sibling_groups",
+    "split_of",
+    "write_jsonl",
+]
+
+
+def load_model(spec: str, base_url: str | None = None) -> LightModel | GenerativeModel:
+    """A trained model folder, or ``provider/model`` for the generative model."""
+    folder = Path(spec)
+    if folder.is_dir():
+        return LightModel.load(folder)
+    if "/" in spec and not folder.exists():
+        from maxcode.llm import resolve_model
+
+        return GenerativeModel(resolve_model(spec, base_url=base_url))
+    raise MaxcodeError(f"{spec}: neither a model folder nor provider/model")

@@ -43,8 +43,9 @@ class LocalExecutor(Executor):
 
     async def evaluate(self, job: EvalJob) -> Feedback:
         if self._slots is None:
-            await self.setup()
-        assert self._slots is not None
+            # Used without ``setup`` (not entered): make the limit at once, with no await
+            # between the check and the assignment, so concurrent callers share it.
+            self._slots = asyncio.Semaphore(self.workers)
         async with self._slots:
             cpu = self._free.pop()
             try:

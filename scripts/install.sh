@@ -18,4 +18,6 @@ if [ ${#need[@]} -gt 0 ]; then
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-python3 -m pip install -q --disable-pip-version-check -e ".[dev,anthropic,ray]"
+# torch first, pinned: the CPU build this machine image carries; nothing may pull a newer one.
+python3 -m pip install -q --disable-pip-version-check "torch==2.13.0"
+python3 -m pip install -q --disable-pip-version-check -e ".[dev,anthropic,ray,train]"

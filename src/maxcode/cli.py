@@ -573,17 +573,20 @@ def rtg_export_command(
 @click.argument("data", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), required=True)
 @click.option("--base", help="A Hugging Face model folder to fine-tune with LoRA.")
-def rtg_train_command(data: Path, output: Path, base: str | None) -> None:
+@click.option("--epochs", type=click.IntRange(min=1), default=3, show_default=True)
+def rtg_train_command(data: Path, output: Path, base: str | None, epochs: int) -> None:
     """Train a reward-to-go model on DATA's train split (default: the light CPU model)."""
     from maxcode.rtg import LightModel, read_jsonl
 
-    if base:
-        raise MaxcodeError(
-            "--base (LoRA fine-tuning) is not available yet; omit it for the light model"
-        )
     rows = [row for row in read_jsonl(data) if row.get("split", "train") == "train"]
     if not rows:
         raise MaxcodeError(f"{data}: no rows in the train split")
+    if base:
+        from maxcode.rtg.lora import train_lora
+
+        train_lora(rows, base, output, epochs=epochs)
+        _say(f"fine-tuned {base} with LoRA on {len(rows)} rows; adapter saved to {output}")
+        return
     LightModel.train(rows).save(output)
     _say(f"trained the light model on {len(rows)} rows; saved to {output}")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from maxcode.errors import MaxcodeError
 from maxcode.rtg.export import (
@@ -17,6 +18,9 @@ from maxcode.rtg.export import (
 from maxcode.rtg.generative import GenerativeModel, parse_score
 from maxcode.rtg.light import LightModel
 from maxcode.rtg.ranking import random_baseline, ranking_quality, score_groups, sibling_groups
+
+ValueModel = Any
+"""A reward-to-go model: anything with ``async score(observation, candidates)``."""
 
 __all__ = [
     "DEFAULT_GAMMA",
@@ -37,10 +41,15 @@ __all__ = [
 ]
 
 
-def load_model(spec: str, base_url: str | None = None) -> LightModel | GenerativeModel:
+def load_model(spec: str, base_url: str | None = None) -> ValueModel:
     """A trained model folder, or ``provider/model`` for the generative model."""
     folder = Path(spec)
     if folder.is_dir():
+        meta = folder / "model.json"
+        if meta.is_file() and '"kind": "lora"' in meta.read_text():
+            from maxcode.rtg.lora import LoRAModel
+
+            return LoRAModel(folder)
         return LightModel.load(folder)
     if "/" in spec and not folder.exists():
         from maxcode.llm import resolve_model

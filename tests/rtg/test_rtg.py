@@ -191,4 +191,4 @@ def test_rtg_command_line(tmp_path: Path) -> None:
     assert set(result["model"]) == {"groups", "spearman", "top1", "ndcg"}
     assert result["model"]["groups"] >= 1
     done = maxcode("rtg", "train", str(data), "-o", str(tmp_path / "m2"), "--base", "gpt2")
-    assert done.returncode == 2 and "not available yet" in done.stderr
+    assert done.returncode == 2 and "not a model folder" in done.stderr

@@ -48,7 +48,7 @@ def evaluate_task(
         return evaluate_cpp(
             task, candidate_source, metric=metric, repeats=repeats, sandbox=sandbox, cpu=cpu
         )
-    raise MaxcodeError(f"{task.name}: no evaluator for tasks of kind {task.kind!r} yet")
+    raise MaxcodeError(f"{task.name}: {task.kind} tasks load, but their evaluator is not built yet")
 
 
 def evaluate(

@@ -59,6 +59,9 @@ def new_run(
 ) -> str:
     """Record a new run and return its id (the task is loaded and checked first)."""
     task = load_task(task_spec, config.pie_tests)
+    if task.kind != "cpp":
+        # Fail before any LLM call is paid for.
+        raise MaxcodeError(f"{task.name}: {task.kind} tasks load, but cannot be searched yet")
     make_value(config.value)
     if config.model == "rules":
         say(NO_MODEL_MESSAGE)

@@ -53,7 +53,9 @@ def load_task(spec: str, pie_tests: str | Path | None = None) -> Task:
     if path.suffix == ".jsonl":
         raise TaskError(f"{spec} is a suite of PIE rows; name one row as {spec}#N")
     if path.suffix == ".py":
-        raise TaskError(f"{spec}: KernelBench problem files are not supported yet")
+        from maxcode.tasks.kernelbench import load_kernelbench_problem
+
+        return load_kernelbench_problem(path)
     raise TaskError(f"{spec}: not a task folder, a KernelBench .py file or a PIE FILE.jsonl#N")
 
 

@@ -1,0 +1,98 @@
+"""KernelBench problem files: a PyTorch ``Model`` (the reference), ``get_inputs()``,
+``get_init_inputs()``, and module-level shape constants.
+
+Files are read and checked without importing them (no code runs in the controlling process).
+Shapes can be scaled down by overriding the integer module constants, which a CPU needs for
+level-1 sizes; the overrides are kept with the task and recorded with every result.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from maxcode.errors import TaskError
+from maxcode.tasks.model import Task
+
+REQUIRED_FUNCTIONS = ("get_inputs", "get_init_inputs")
+_PROBLEM_FILE = re.compile(r"^(\d+)_.*\.py$")
+
+
+def shape_constants(source: str) -> dict[str, int]:
+    """Module-level ``NAME = <int>`` assignments (the shapes a problem is defined with)."""
+    constants: dict[str, int] = {}
+    for statement in ast.parse(source).body:
+        if (
+            isinstance(statement, ast.Assign)
+            and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name)
+            and isinstance(statement.value, ast.Constant)
+            and type(statement.value.value) is int
+        ):
+            constants[statement.targets[0].id] = statement.value.value
+    return constants
+
+
+def scaled_constants(source: str, scale: float) -> dict[str, int]:
+    """Every shape constant multiplied by ``scale`` (at least 1), for running on a CPU."""
+    if not 0 < scale <= 1:
+        raise TaskError(f"the shape scale must be in (0, 1], not {scale}")
+    return {name: max(1, int(value * scale)) for name, value in shape_constants(source).items()}
+
+
+def load_kernelbench_problem(path: Path, scale: float = 1.0) -> Task:
+    """A KernelBench problem file as a task (checked, not run)."""
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise TaskError(f"{path}: cannot be read: {error}") from None
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as error:
+        raise TaskError(f"{path}:{error.lineno}: syntax error: {error.msg}") from None
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    functions = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+    if "Model" not in classes:
+        raise TaskError(f"{path}: no class Model (the reference nn.Module)")
+    if not any(_base_name(base) == "Module" for base in classes["Model"].bases):
+        raise TaskError(f"{path}: class Model does not derive from nn.Module")
+    if not any(
+        isinstance(item, ast.FunctionDef) and item.name == "forward"
+        for item in classes["Model"].body
+    ):
+        raise TaskError(f"{path}: class Model has no forward()")
+    missing = [name for name in REQUIRED_FUNCTIONS if name not in functions]
+    if missing:
+        raise TaskError(f"{path}: missing {', '.join(f'{name}()' for name in missing)}")
+    overrides = scaled_constants(source, scale) if scale != 1.0 else {}
+    docstring = ast.get_docstring(classes["Model"]) or ""
+    return Task(
+        name=path.stem,
+        kind="kernelbench",
+        reference=source,
+        tests=(),
+        origin=str(path),
+        description=docstring.strip().splitlines()[0] if docstring.strip() else "",
+        extra={"scale": scale, "constants": shape_constants(source), "overrides": overrides},
+    )
+
+
+def kernelbench_suite(folder: Path) -> list[Path]:
+    """The problem files of a KernelBench level folder (``<id>_<Name>.py``), by id."""
+    found = [
+        (int(match.group(1)), entry)
+        for entry in folder.iterdir()
+        if entry.is_file() and (match := _PROBLEM_FILE.match(entry.name))
+    ]
+    if not found:
+        raise TaskError(f"{folder}: no KernelBench problem files (<id>_<Name>.py)")
+    return [path for _, path in sorted(found)]
+
+
+def _base_name(base: ast.expr) -> str:
+    if isinstance(base, ast.Attribute):
+        return base.attr
+    if isinstance(base, ast.Name):
+        return base.id
+    return ""

@@ -155,29 +155,30 @@ STORE_OPTION = click.option(
     help="Run store (SQLite); default MAXCODE_HOME/maxcode.db.",
 )
 
-# Search settings: (flag name, setting name) pairs copied from the command line when given.
-_SEARCH_FLAGS = [
-    ("model", "model"),
-    ("critic_model", "critic_model"),
-    ("method", "method"),
-    ("depth", "depth"),
-    ("candidates", "candidates"),
-    ("beam_width", "beam_width"),
-    ("max_evals", "max_evals"),
-    ("value", "value"),
-    ("proposals", "proposals"),
-    ("executor", "executor"),
-    ("workers", "workers"),
-    ("metric", "metric"),
-    ("repeats", "repeats"),
-    ("temperature", "temperature"),
-    ("max_usd", "max_usd"),
-    ("max_llm_tokens", "max_llm_tokens"),
-    ("max_llm_calls", "max_llm_calls"),
-    ("pie_tests", "pie_tests"),
-    ("ray_address", "ray_address"),
-    ("concurrency", "concurrency"),
-]
+# Search settings copied from the command line (or MAXCODE_* variables) when given; the
+# parameter names are the setting names.
+_SEARCH_FLAGS = (
+    "model",
+    "critic_model",
+    "method",
+    "depth",
+    "candidates",
+    "beam_width",
+    "max_evals",
+    "value",
+    "proposals",
+    "executor",
+    "workers",
+    "metric",
+    "repeats",
+    "temperature",
+    "max_usd",
+    "max_llm_tokens",
+    "max_llm_calls",
+    "pie_tests",
+    "ray_address",
+    "concurrency",
+)
 
 
 _SEARCH_OPTIONS = [
@@ -422,9 +423,9 @@ def _search_settings(
     from maxcode.search import MAXCODE_PARTS, load_config_file, parse_parts
 
     settings: dict[str, Any] = load_config_file(config_file) if config_file else {}
-    for flag, setting in _SEARCH_FLAGS:
-        if flag in given:
-            settings[setting] = flags[flag]
+    for name in _SEARCH_FLAGS:
+        if name in given:
+            settings[name] = flags[name]
     if maxcode_variant and "observation" not in given:
         settings["observation"] = list(MAXCODE_PARTS)
     if observation is not None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from maxcode.llm import ProviderSettings, ScriptedProvider
+from maxcode.llm import ScriptedProvider
 from maxcode.rtg import (
     GenerativeModel,
     LightModel,
@@ -21,15 +21,13 @@ from maxcode.rtg import (
     sibling_groups,
     split_of,
 )
-from maxcode.search import Node, Search, SearchConfig, TemplateCritic, make_method
-from maxcode.store import RunStore
-from maxcode.tasks import load_task
-from tests.helpers import ECHO_SUM, write_task
-from tests.search.test_methods import ScriptedExecutor, _feedback_of
+from maxcode.search import Node
+from tests.helpers import ECHO_SUM
+from tests.search.scripted import ScriptedExecutor, feedback_of, scripted_search
 
 
 def _node(node_id: str, parent: Node | None, reward: float) -> Node:
-    node = Node(node_id, parent, 1, "int main() {}", feedback=_feedback_of(reward))
+    node = Node(node_id, parent, 1, "int main() {}", feedback=feedback_of(reward))
     if parent is not None:
         parent.children.append(node)
     return node
@@ -53,33 +51,13 @@ def test_labels_on_a_hand_built_tree() -> None:
     assert reward_to_go(b, 0.9) == pytest.approx(3.6)
 
 
-def _scripted_run(
-    tmp_path: Path, replies: list[str], **settings: object
-) -> tuple[RunStore, Search]:
-    task = load_task(str(write_task(tmp_path / "task")))
-    config = SearchConfig.model_validate({"model": "scripted", **settings})
-    store = RunStore(tmp_path / "runs.db")
-    store.create_run(
-        "r1", str(tmp_path / "task"), task.name, task.kind, config.method, config.model_dump()
-    )
-    search = Search(
-        run_id="r1", task=task, config=config, store=store,
-        policy=ScriptedProvider(
-            settings=ProviderSettings(call_log=store.call_log("r1")), replies=replies, cycle=True
-        ),
-        critic=TemplateCritic(),
-        executor=ScriptedExecutor(), method=make_method(config),
-    )  # fmt: skip
-    return store, search
-
-
 def _program(number: int, reward: float, extra: str = "") -> str:
     return f"```cpp\n// candidate {number} reward {reward} {extra}\n{ECHO_SUM}```"
 
 
 def test_export_labels_every_evaluated_node(tmp_path: Path) -> None:
     replies = [_program(0, 1.5), _program(1, 0.0), _program(2, 3.0), _program(3, 1.1)]
-    store, search = _scripted_run(tmp_path, replies, method="cuda-llm", depth=2, candidates=2)
+    store, search = scripted_search(tmp_path, replies, method="cuda-llm", depth=2, candidates=2)
     asyncio.run(search.run())
     rows = export_rows(store, ["r1"], gamma=0.5)
     by_id = {row["node_id"]: row for row in rows}
@@ -137,7 +115,9 @@ def test_search_with_a_value_model_evaluates_only_the_top_ranked(tmp_path: Path)
         _program(2, 1.2, "slowpath cin_loop endl_flush"),
         _program(3, 2.5, "fastpath buffered_read"),
     ]
-    store, search = _scripted_run(tmp_path, replies, method="best-of-n", candidates=2, proposals=4)
+    store, search = scripted_search(
+        tmp_path, replies, method="best-of-n", candidates=2, proposals=4
+    )
     search.value = model
     outcome = asyncio.run(search.run())
     assert isinstance(search.executor, ScriptedExecutor)
@@ -153,7 +133,7 @@ def test_search_with_a_value_model_evaluates_only_the_top_ranked(tmp_path: Path)
 
 def test_rtg_command_line(tmp_path: Path) -> None:
     replies = [_program(n, [1.5, 0.0, 3.0, 1.1, 2.0, 0.5][n % 6]) for n in range(12)]
-    store, search = _scripted_run(tmp_path, replies, method="beam", depth=2, candidates=2)
+    store, search = scripted_search(tmp_path, replies, method="beam", depth=2, candidates=2)
     asyncio.run(search.run())
     store.close()
 

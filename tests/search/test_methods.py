@@ -8,51 +8,15 @@ The real executor is exercised end to end in test_optimize.py.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from maxcode.executors import EvalJob, Executor
-from maxcode.llm import LLMRequest, ScriptedProvider
-from maxcode.search import Node, Search, SearchConfig, TemplateCritic, make_method
-from maxcode.store import RunStore
-from maxcode.tasks import load_task
-from maxcode.types import ErrorInfo, Feedback
-from tests.helpers import ECHO_SUM, write_task
-
-MARKER = re.compile(r"// candidate (\d+) reward ([\d.]+)")
-
-
-class ScriptedExecutor(Executor):
-    """Feedback from the candidate's ``// candidate N reward R`` line (R = 0: wrong)."""
-
-    def __init__(self) -> None:
-        self.jobs: list[EvalJob] = []
-
-    async def evaluate(self, job: EvalJob) -> Feedback:
-        self.jobs.append(job)
-        match = MARKER.search(job.source)
-        assert match, job.source
-        return _feedback_of(float(match.group(2)), job.task.name)
-
-
-def _feedback_of(reward: float, task: str = "sum") -> Feedback:
-    """A verdict with the given reward (0: a wrong answer)."""
-    correct = reward > 0
-    return Feedback(
-        task=task,
-        compiled=True,
-        correct=correct,
-        speedup=reward,
-        metric="instructions",
-        reference_cost=100.0,
-        candidate_cost=100.0 / reward if correct else None,
-        tests_passed=2 if correct else 1,
-        tests_total=2,
-        error=None if correct else ErrorInfo(kind="wrong_answer", message="test 1: wrong"),
-    )
+from maxcode.llm import LLMRequest
+from maxcode.search import Node
+from tests.helpers import ECHO_SUM
+from tests.search.scripted import ScriptedExecutor, scripted_search
 
 
 def _proposer(rewards: Callable[[int], float]) -> Callable[[LLMRequest], str]:
@@ -68,23 +32,10 @@ def _proposer(rewards: Callable[[int], float]) -> Callable[[LLMRequest], str]:
 def grow(
     tmp_path: Path, rewards: Callable[[int], float], **settings: object
 ) -> tuple[list[Node], ScriptedExecutor]:
-    task = load_task(str(write_task(tmp_path / "task")))
-    config = SearchConfig.model_validate({"model": "scripted", **settings})
-    store = RunStore(tmp_path / "runs.db")
-    store.create_run("r1", "task", task.name, task.kind, config.method, config.model_dump())
-    executor = ScriptedExecutor()
-    search = Search(
-        run_id="r1",
-        task=task,
-        config=config,
-        store=store,
-        policy=ScriptedProvider(replies=[_proposer(rewards)], cycle=True),
-        critic=TemplateCritic(),
-        executor=executor,
-        method=make_method(config),
-    )
+    _, search = scripted_search(tmp_path, [_proposer(rewards)], **settings)
     outcome = asyncio.run(search.run())
-    return outcome.nodes, executor
+    assert isinstance(search.executor, ScriptedExecutor)
+    return outcome.nodes, search.executor
 
 
 def _parent_ids(nodes: list[Node], step: int) -> list[str]:
@@ -147,25 +98,13 @@ def test_tree_expands_the_best_open_node_each_step(tmp_path: Path) -> None:
 
 
 def test_identical_candidates_are_evaluated_once(tmp_path: Path) -> None:
-    task = load_task(str(write_task(tmp_path / "task")))
-    config = SearchConfig(model="scripted", method="best-of-n", candidates=3)
-    store = RunStore(tmp_path / "runs.db")
-    store.create_run("r1", "task", task.name, task.kind, config.method, config.model_dump())
     same = f"```cpp\n// candidate 1 reward 2.0\n{ECHO_SUM}```"
     spaced = f"```cpp\n// candidate   1 reward 2.0\n\n{ECHO_SUM}```"
-    executor = ScriptedExecutor()
-    search = Search(
-        run_id="r1",
-        task=task,
-        config=config,
-        store=store,
-        policy=ScriptedProvider(replies=[same, same.replace("2.0", "2.0 "), spaced]),
-        critic=TemplateCritic(),
-        executor=executor,
-        method=make_method(config),
-    )
+    replies = [same, same.replace("2.0", "2.0 "), spaced]
+    _, search = scripted_search(tmp_path, replies, method="best-of-n", candidates=3)
     outcome = asyncio.run(search.run())
-    assert len(executor.jobs) == 1
+    assert isinstance(search.executor, ScriptedExecutor)
+    assert len(search.executor.jobs) == 1
     assert [node.duplicate_of for node in outcome.nodes[1:]] == [None, "1.0", "1.0"]
     assert all(node.reward == 2.0 for node in outcome.nodes[1:])
 

@@ -67,6 +67,17 @@ class _Verdict:
             **fields,
         )
 
+    def failed(self, error: ErrorInfo, **fields: Any) -> Feedback:
+        """A verdict with no reward: nothing is measured, ``error`` says why."""
+        return self.make(
+            correct=False,
+            speedup=0.0,
+            reference_cost=None,
+            candidate_cost=None,
+            error=error,
+            **fields,
+        )
+
 
 @dataclass
 class _Programs:
@@ -353,14 +364,10 @@ def _compile_failure(base: _Verdict, build: CompileResult) -> Feedback:
         (line for line in build.diagnostics.splitlines() if "error" in line),
         build.diagnostics.splitlines()[0] if build.diagnostics else "compilation failed",
     )
-    return base.make(
+    return base.failed(
+        ErrorInfo(kind="compile_error", message=first_error.strip()),
         compiled=False,
-        correct=False,
-        speedup=0.0,
-        reference_cost=None,
-        candidate_cost=None,
         tests_passed=0,
-        error=ErrorInfo(kind="compile_error", message=first_error.strip()),
         compile_output=build.diagnostics,
     )
 
@@ -382,16 +389,12 @@ def _wrong(
         for outcome in outcomes
     ]
     base.flags += _plausibility_flags(0.0, runner)
-    return base.make(
-        compiled=True,
-        correct=False,
-        speedup=0.0,
-        reference_cost=None,
-        candidate_cost=None,
-        tests_passed=passed,
-        error=ErrorInfo(
+    return base.failed(
+        ErrorInfo(
             kind=cast(ErrorKind, first.status), message=f"test {first.index}: {first.detail}"
         ),
+        compiled=True,
+        tests_passed=passed,
         tests=shown,
         compile_output=build.diagnostics,
     )
@@ -410,17 +413,13 @@ def _failed_timed_run(
         f"{round_number + 1} ({failure.status})"
     )
     shown = [failure if outcome.index == failure.index else outcome for outcome in outcomes]
-    return base.make(
-        compiled=True,
-        correct=False,
-        speedup=0.0,
-        reference_cost=None,
-        candidate_cost=None,
-        tests_passed=len(outcomes) - 1,
-        error=ErrorInfo(
+    return base.failed(
+        ErrorInfo(
             kind=cast(ErrorKind, failure.status),
             message=f"test {failure.index} (repeated run): {failure.detail}",
         ),
+        compiled=True,
+        tests_passed=len(outcomes) - 1,
         tests=shown,
     )
 

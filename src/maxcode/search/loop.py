@@ -182,11 +182,16 @@ class Search:
 
     async def _step(self, step: int, expansions: list[Expansion]) -> int:
         answers = await _all(self._propose(step, expansion) for expansion in expansions)
-        stored_scores = {
-            node.node_id: node.value_score
-            for node in self.store.nodes(self.run_id)
-            if node.step == step
-        }
+        # Scores of a replayed step come from the store; without a value function there are none.
+        stored_scores = (
+            {
+                node.node_id: node.value_score
+                for node in self.store.nodes(self.run_id)
+                if node.step == step
+            }
+            if self.value is not None
+            else {}
+        )
         new_nodes: list[Node] = []
         for expansion, (texts, observation) in zip(expansions, answers):
             expansion.parent.expanded = True

@@ -1,0 +1,76 @@
+"""Scripted stand-ins for the search's collaborators: a policy that answers from a list and an
+executor that reads each candidate's reward from a marker line. The loop talks only to
+these interfaces, so tree shapes and value rankings can be tested without timing noise."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from maxcode.executors import EvalJob, Executor
+from maxcode.llm import ProviderSettings, ScriptedProvider
+from maxcode.llm._scripted import Reply
+from maxcode.search import Search, SearchConfig, TemplateCritic, make_method
+from maxcode.store import RunStore
+from maxcode.tasks import load_task
+from maxcode.types import ErrorInfo, Feedback
+from tests.helpers import write_task
+
+MARKER = re.compile(r"// candidate (\d+) reward ([\d.]+)")
+
+
+class ScriptedExecutor(Executor):
+    """Feedback from the candidate's ``// candidate N reward R`` line (R = 0: wrong)."""
+
+    def __init__(self) -> None:
+        self.jobs: list[EvalJob] = []
+
+    async def evaluate(self, job: EvalJob) -> Feedback:
+        self.jobs.append(job)
+        match = MARKER.search(job.source)
+        assert match, job.source
+        return feedback_of(float(match.group(2)), job.task.name)
+
+
+def feedback_of(reward: float, task: str = "sum") -> Feedback:
+    """A verdict with the given reward (0: a wrong answer)."""
+    correct = reward > 0
+    return Feedback(
+        task=task,
+        compiled=True,
+        correct=correct,
+        speedup=reward,
+        metric="instructions",
+        reference_cost=100.0,
+        candidate_cost=100.0 / reward if correct else None,
+        tests_passed=2 if correct else 1,
+        tests_total=2,
+        error=None if correct else ErrorInfo(kind="wrong_answer", message="test 1: wrong"),
+    )
+
+
+def scripted_search(
+    tmp_path: Path, replies: Iterable[Reply], **settings: object
+) -> tuple[RunStore, Search]:
+    """A recorded run ``r1`` on a small task, with a scripted policy (its calls logged in the
+    store) and a scripted executor."""
+    folder = write_task(tmp_path / "task")
+    task = load_task(str(folder))
+    config = SearchConfig.model_validate({"model": "scripted", **settings})
+    store = RunStore(tmp_path / "runs.db")
+    store.create_run("r1", str(folder), task.name, task.kind, config.method, config.model_dump())
+    policy = ScriptedProvider(
+        settings=ProviderSettings(call_log=store.call_log("r1")), replies=replies, cycle=True
+    )
+    search = Search(
+        run_id="r1",
+        task=task,
+        config=config,
+        store=store,
+        policy=policy,
+        critic=TemplateCritic(),
+        executor=ScriptedExecutor(),
+        method=make_method(config),
+    )
+    return store, search

@@ -11,7 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-FEEDBACK_SCHEMA_VERSION = 1
+FEEDBACK_SCHEMA_VERSION = 2
+"""2: ``device``, ``timings``, ``speedup_vs_compile``, ``shape_scale`` (KernelBench)."""
 
 TestStatus = Literal[
     "passed", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit"
@@ -51,6 +52,20 @@ class TestOutcome(_Record):
     """The program's exit code, when it exited."""
     seconds: float | None = None
     """Wall time of the correctness run, sandbox start-up excluded."""
+
+
+class TimingStats(_Record):
+    """How one program's timed calls went (KernelBench)."""
+
+    median_s: float
+    """Median seconds per call, measured in the sandboxed process."""
+    spread_s: float
+    """Interquartile range of the per-call seconds."""
+    trials: int
+    """Timed calls (after warm-up)."""
+    host_s: float | None = None
+    """Seconds per call as the parent saw them (time stamps it took itself), less the harness's
+    own overhead per call; None when not measured."""
 
 
 class Feedback(_Record):
@@ -94,6 +109,15 @@ class Feedback(_Record):
     """Timed runs per test and program (wall metric; warm-up excluded)."""
     candidate_sha256: str = ""
     """Content hash of the candidate source."""
+    device: str = "cpu"
+    """Where the programs ran: cpu or cuda."""
+    timings: dict[str, TimingStats] = {}
+    """KernelBench: per-call timings of ``reference`` (eager), ``candidate`` and, when measured,
+    ``compile`` (the reference under ``torch.compile``)."""
+    speedup_vs_compile: float | None = None
+    """KernelBench: the ``torch.compile`` baseline's cost / the candidate's, when measured."""
+    shape_scale: float | None = None
+    """KernelBench: the factor the problem's shape constants were scaled by (1: as written)."""
 
     def summary(self) -> str:
         """One line for logs and trajectories."""

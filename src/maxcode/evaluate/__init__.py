@@ -9,6 +9,7 @@ from maxcode.errors import MaxcodeError
 from maxcode.evaluate.build import CompileResult, build_cpp
 from maxcode.evaluate.compare import Comparison, compare_output
 from maxcode.evaluate.cpp import evaluate_cpp
+from maxcode.evaluate.kernelbench import KernelBenchSettings, evaluate_kernelbench
 from maxcode.evaluate.sandbox import Isolation, Limits, Sandbox, SandboxResult, detect_isolation
 from maxcode.tasks import Task, load_task
 from maxcode.types import Feedback, Metric
@@ -16,6 +17,7 @@ from maxcode.types import Feedback, Metric
 __all__ = [
     "Comparison",
     "CompileResult",
+    "KernelBenchSettings",
     "Limits",
     "Sandbox",
     "SandboxResult",
@@ -24,6 +26,7 @@ __all__ = [
     "detect_isolation",
     "evaluate",
     "evaluate_cpp",
+    "evaluate_kernelbench",
     "evaluate_task",
 ]
 
@@ -37,9 +40,12 @@ def evaluate_task(
     repeats: int | None = None,
     sandbox: Sandbox | None = None,
     cpu: int | None = None,
+    compile_baseline: bool = False,
+    tolerance: float | None = None,
 ) -> Feedback:
     """Judge a candidate's source against a loaded task (``cpu``: where timed runs are pinned;
-    None picks one)."""
+    None picks one). KernelBench only: ``compile_baseline`` also times ``torch.compile`` of the
+    reference; ``tolerance`` replaces the per-dtype defaults."""
     if task.kind == "cpp":
         if device != "cpu":
             raise MaxcodeError(
@@ -48,7 +54,16 @@ def evaluate_task(
         return evaluate_cpp(
             task, candidate_source, metric=metric, repeats=repeats, sandbox=sandbox, cpu=cpu
         )
-    raise MaxcodeError(f"{task.name}: {task.kind} tasks load, but their evaluator is not built yet")
+    if task.kind == "kernelbench":
+        if metric != "wall":
+            raise MaxcodeError(f"{task.name}: KernelBench tasks are timed (--metric wall)")
+        settings = KernelBenchSettings(
+            device=device, trials=repeats, compile_baseline=compile_baseline, tolerance=tolerance
+        )
+        return evaluate_kernelbench(
+            task, candidate_source, settings=settings, sandbox=sandbox, cpu=cpu
+        )
+    raise MaxcodeError(f"{task.name}: unknown task kind {task.kind}")
 
 
 def evaluate(

@@ -230,13 +230,18 @@ class Sandbox:
         limits: Limits | None = None,
         cpu: int | None = None,
         env: Mapping[str, str] | None = None,
+        writable: Sequence[Path] = (),
+        devices: Sequence[str] = (),
     ) -> list[SandboxResult]:
         """Run ``argv`` (or a run's own ``argv``) once per ``Run``, one after the other, in one
         sandbox.
 
         Each run gets its own working folder, its own descriptors and the full limits; what a
         run leaves behind (processes, files in its private folder) does not reach the next.
-        ``readonly`` paths are visible read-only; ``cpu`` pins every run to one CPU.
+        ``readonly`` paths are visible read-only (even ones behind folders closed to the run's
+        uid, such as an interpreter under ``/root``); ``writable`` folders are shared by the
+        runs (a build cache); ``devices`` are device nodes the runs may open (a GPU);
+        ``cpu`` pins every run to one CPU.
         """
         limits = limits or Limits()
         if argv is None and any(run.argv is None for run in runs):
@@ -257,7 +262,9 @@ class Sandbox:
                     _chown_tree(workdir, uid)
                 workdirs.append(workdir)
             with tempfile.TemporaryDirectory(prefix="maxcode-io-") as io_dir:
-                batch = _Batch(self, argv, runs, workdirs, private_root, Path(io_dir), uid)
+                batch = _Batch(
+                    self, argv, runs, workdirs, private_root, Path(io_dir), uid, writable, devices
+                )
                 return batch.execute(readonly, limits, cpu, env or {})
         finally:
             if uid is not None:
@@ -272,8 +279,15 @@ class Sandbox:
         readonly: Sequence[Path],
         environment: Mapping[str, str],
         uid: int | None,
+        devices: Sequence[str] = (),
+        staged: Mapping[Path, Path] | None = None,
     ) -> list[str]:
-        """The command that starts ``argv`` (already prefixed by the init) at this level."""
+        """The command that starts ``argv`` (already prefixed by the init) at this level.
+
+        ``staged`` maps read-only paths the run's uid cannot reach to world-traversable empty
+        folders: a root helper binds each path there in a private mount namespace, drops to the
+        uid, and bwrap binds the stage back at the original path."""
+        staged = staged or {}
         if self.isolation == "bwrap":
             # --as-pid-1 makes our init pid 1. bwrap's own init would be left a zombie for the
             # host's pid 1 to reap, which a container's pid 1 may never do.
@@ -281,16 +295,33 @@ class Sandbox:
             command += _system_binds()
             command += ["--proc", "/proc", "--dev", "/dev", "--dir", "/tmp"]
             for path in readonly:
-                resolved = str(Path(path).resolve())
-                command += ["--ro-bind", resolved, resolved]
+                resolved = Path(path).resolve()
+                source = staged.get(resolved, resolved)
+                command += ["--ro-bind", str(source), str(resolved)]
             for path in writable:
-                command += ["--bind", str(path), str(path)]
+                command += ["--bind", str(staged.get(Path(path).resolve(), path)), str(path)]
+            for device in devices:
+                command += ["--dev-bind-try", device, device]
             # Nothing but the bound folders stays writable: no /tmp or /dev/shm shared by runs.
             command += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", "/"]
             command += ["--clearenv"]
             for key, value in environment.items():
                 command += ["--setenv", key, value]
-            return [*command, "--", *argv]
+            if not staged:
+                return [*command, "--", *argv]
+            binds = [str(part) for pair in staged.items() for part in pair]
+            drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+            return [
+                *["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c"],
+                _STAGE_SCRIPT,
+                "stage",
+                str(len(staged)),
+                *binds,
+                *drop,
+                *command,
+                "--",
+                *argv,
+            ]
         if self.isolation == "unshare":
             command = ["unshare", "--pid", "--net", "--fork", "--kill-child", "--mount-proc"]
             if uid is None:
@@ -313,6 +344,9 @@ class _Batch:
     private_root: Path
     io_dir: Path
     uid: int | None
+    shared: Sequence[Path] = ()
+    devices: Sequence[str] = ()
+    stage_root: Path | None = None
 
     def execute(
         self, readonly: Sequence[Path], limits: Limits, cpu: int | None, env: Mapping[str, str]
@@ -347,14 +381,18 @@ class _Batch:
             init_args += [str(len(programs))]
             for command_line in programs:
                 init_args += [str(len(command_line)), *command_line]
-            writable = [self.private_root] + [
+            writable = [self.private_root, *self.shared] + [
                 workdir for workdir in self.workdirs if workdir.parent != self.private_root
             ]
             readonly = [*readonly, _init_binary().parent]
-            command = self.sandbox.wrap(init_args, writable, readonly, environment, self.uid)
+            staged = self._stage([*readonly, *self.shared])
+            command = self.sandbox.wrap(
+                init_args, writable, readonly, environment, self.uid, self.devices, staged
+            )
             passed = tuple(opened) + tuple(
                 run.aux_fd for run in self.runs if run.aux_fd is not None
             )
+            root_starts = isolation == "unshare" or bool(staged)
             started = time.perf_counter()
             process = subprocess.Popen(
                 command,
@@ -364,10 +402,11 @@ class _Batch:
                 cwd="/",
                 env=environment,
                 start_new_session=True,
-                # unshare needs root to make its namespaces; it drops to the uid itself.
-                user=None if isolation == "unshare" else self.uid,
-                group=None if isolation == "unshare" else self.uid,
-                extra_groups=None if isolation == "unshare" or self.uid is None else [],
+                # unshare (and the staging helper) need root to make their namespaces; they
+                # drop to the uid themselves.
+                user=None if root_starts else self.uid,
+                group=None if root_starts else self.uid,
+                extra_groups=None if root_starts or self.uid is None else [],
                 close_fds=True,
                 pass_fds=passed,
             )
@@ -381,6 +420,8 @@ class _Batch:
         finally:
             for fd in opened:
                 os.close(fd)
+            if self.stage_root is not None:
+                shutil.rmtree(self.stage_root, ignore_errors=True)
         stragglers = False
         if self.uid is not None and isolation != "bwrap":
             stragglers = _kill_uid(self.uid)
@@ -395,6 +436,22 @@ class _Batch:
             results[0].startup_s = max(0.0, wall - program_time)
             results[-1].stragglers_killed = results[-1].stragglers_killed or stragglers
         return results
+
+    def _stage(self, readonly: Sequence[Path]) -> dict[Path, Path]:
+        """Empty world-traversable folders for the bound paths the uid cannot reach."""
+        if self.uid is None or self.sandbox.isolation != "bwrap":
+            return {}
+        staged: dict[Path, Path] = {}
+        for path in readonly:
+            resolved = Path(path).resolve()
+            if hidden_from_others(resolved) and resolved.is_dir():
+                if self.stage_root is None:
+                    self.stage_root = make_scratch("maxcode-stage-")
+                    os.chmod(self.stage_root, 0o755)
+                stage = self.stage_root / str(len(staged))
+                stage.mkdir(mode=0o755)
+                staged[resolved] = stage
+        return staged
 
     @staticmethod
     def _open(path: Path, flags: int, opened: list[int]) -> int:
@@ -462,6 +519,17 @@ def _limits_arg(limits: Limits, cpu: int | None, uid: int | None) -> str:
         -1 if cpu is None else cpu,
     ]
     return ":".join(str(field) for field in fields)
+
+
+_STAGE_SCRIPT = (
+    'n=$1; shift; while [ "$n" -gt 0 ]; do mount --bind "$1" "$2" || exit 125; '
+    'shift 2; n=$((n - 1)); done; exec "$@"'
+)
+
+
+def hidden_from_others(path: Path) -> bool:
+    """Whether a uid of its own could not reach ``path`` (a folder on its way is closed)."""
+    return not _world_traversable(Path(path).resolve().parent)
 
 
 _REPORT_FIELD = re.compile(r"(\w+)=(-?\d+)")

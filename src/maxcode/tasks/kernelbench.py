@@ -15,6 +15,8 @@ from pathlib import Path
 from maxcode.errors import TaskError
 from maxcode.tasks.model import Task
 
+KERNELBENCH_TIMEOUT_S = 600.0
+KERNELBENCH_MEMORY_MB = 16384
 REQUIRED_FUNCTIONS = ("get_inputs", "get_init_inputs")
 _PROBLEM_FILE = re.compile(r"^(\d+)_.*\.py$")
 
@@ -74,6 +76,9 @@ def load_kernelbench_problem(path: Path, scale: float = 1.0) -> Task:
         tests=(),
         origin=str(path),
         description=docstring.strip().splitlines()[0] if docstring.strip() else "",
+        # One limit for a whole worker run: importing torch, building extensions, all calls.
+        timeout_s=KERNELBENCH_TIMEOUT_S,
+        memory_mb=KERNELBENCH_MEMORY_MB,
         extra={"scale": scale, "constants": shape_constants(source), "overrides": overrides},
     )
 

@@ -76,6 +76,20 @@ def run_cli() -> None:
         _fail(f"internal error: {type(error).__name__}: {error} (MAXCODE_DEBUG=1 shows more)", 1)
 
 
+SCALE_OPTION = click.option(
+    "--scale",
+    type=click.FloatRange(0, 1, min_open=True),
+    envvar="MAXCODE_SCALE",
+    help="KernelBench: multiply the problem's shape constants by this (e.g. 0.25 on a CPU).",
+)
+TOLERANCE_OPTION = click.option(
+    "--tolerance",
+    type=click.FloatRange(0, min_open=True),
+    envvar="MAXCODE_TOLERANCE",
+    help="KernelBench: atol = rtol for float outputs (default: 1e-4 fp32, 1e-2 fp16/bf16).",
+)
+
+
 @main.command("eval")
 @click.argument("task")
 @click.argument("candidate", type=click.Path(dir_okay=False, path_type=Path))
@@ -118,6 +132,15 @@ def run_cli() -> None:
     envvar="MAXCODE_ISOLATION",
     help="Sandbox for candidates; auto picks the strongest available.",
 )
+@SCALE_OPTION
+@click.option(
+    "--compile-baseline/--no-compile-baseline",
+    default=True,
+    show_default=True,
+    envvar="MAXCODE_COMPILE_BASELINE",
+    help="KernelBench: also time torch.compile of the reference.",
+)
+@TOLERANCE_OPTION
 def eval_command(
     task: str,
     candidate: Path,
@@ -127,6 +150,9 @@ def eval_command(
     repeats: int | None,
     pie_tests: Path | None,
     isolation: str,
+    scale: float | None,
+    compile_baseline: bool,
+    tolerance: float | None,
 ) -> None:
     """Check CANDIDATE against TASK's reference and measure its speedup."""
     from maxcode.evaluate import evaluate
@@ -139,6 +165,9 @@ def eval_command(
         repeats=repeats,
         pie_tests=pie_tests,
         isolation=isolation,
+        scale=scale or 1.0,
+        compile_baseline=compile_baseline,
+        tolerance=tolerance,
     )
     if as_json:
         click.echo(json.dumps(feedback.model_dump(mode="json")))
@@ -178,6 +207,10 @@ _SEARCH_FLAGS = (
     "pie_tests",
     "ray_address",
     "concurrency",
+    "device",
+    "scale",
+    "compile_baseline",
+    "tolerance",
 )
 
 
@@ -302,6 +335,20 @@ _SEARCH_OPTIONS = [
         help="LLM call limit.",
     ),
     click.option("--pie-tests", envvar="MAXCODE_PIE_TESTS", help="Test-case folder of a PIE row."),
+    click.option(
+        "--device",
+        type=click.Choice(["cpu", "cuda"]),
+        envvar="MAXCODE_DEVICE",
+        help="KernelBench: where candidates run (default cpu).",
+    ),
+    SCALE_OPTION,
+    click.option(
+        "--compile-baseline/--no-compile-baseline",
+        default=None,
+        envvar="MAXCODE_COMPILE_BASELINE",
+        help="KernelBench: also time torch.compile of the reference in every evaluation.",
+    ),
+    TOLERANCE_OPTION,
     click.option(
         "--config",
         "config_file",

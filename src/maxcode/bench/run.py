@@ -46,7 +46,10 @@ def new_bench(
     if len(set(labels)) != len(labels):
         raise MaxcodeError("each --method may be named once")
     configs = {label: label_config(label, settings) for label in labels}
-    loaded = {spec: load_task(spec, settings.get("pie_tests")) for spec in tasks}
+    loaded = {
+        spec: load_task(spec, settings.get("pie_tests"), settings.get("scale") or 1.0)
+        for spec in tasks
+    }
     bench_id = uuid.uuid4().hex[:12]
     shared = {key: value for key, value in settings.items() if key != "base_url"}
     store.create_bench(bench_id, shared, tasks, labels, trials)

@@ -75,13 +75,16 @@ def evaluate(
     repeats: int | None = None,
     pie_tests: str | Path | None = None,
     isolation: str = "auto",
+    scale: float = 1.0,
+    compile_baseline: bool = False,
+    tolerance: float | None = None,
 ) -> Feedback:
     """``maxcode eval``: load the task and the candidate file, then judge the candidate."""
     if metric not in ("wall", "instructions"):
         raise MaxcodeError(f"unknown metric {metric!r} (wall or instructions)")
     if isolation not in ("auto", "bwrap", "unshare", "rlimits"):
         raise MaxcodeError(f"unknown isolation {isolation!r}")
-    task = load_task(task_spec, pie_tests)
+    task = load_task(task_spec, pie_tests, scale)
     path = Path(candidate_path)
     try:
         source = path.read_text(encoding="utf-8")
@@ -91,5 +94,12 @@ def evaluate(
         raise MaxcodeError(f"candidate {path} cannot be read: {error}") from None
     sandbox = Sandbox(cast(Isolation, isolation) if isolation != "auto" else "auto")
     return evaluate_task(
-        task, source, metric=cast(Metric, metric), device=device, repeats=repeats, sandbox=sandbox
+        task,
+        source,
+        metric=cast(Metric, metric),
+        device=device,
+        repeats=repeats,
+        sandbox=sandbox,
+        compile_baseline=compile_baseline,
+        tolerance=tolerance,
     )

@@ -55,7 +55,11 @@ IMPLAUSIBLE_SPEEDUP = 100.0
 DEFAULT_TOLERANCE = {"float32": 1e-4, "float64": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
 """atol = rtol per output dtype; other floating types get 1e-2; integers and bools are exact."""
 CHECK_SEEDS = 3
-POOL_SIZE = 3
+WARMUP_SEEDS = 3
+KEEP_BYTES = 256 << 20
+"""Outputs of timed calls kept for checking, per program: all of them when they fit."""
+SAMPLED_OUTPUTS = 16
+"""Timed calls checked when not all outputs fit (a random sample, drawn after warm-up)."""
 _HOST_SHARE = 0.5
 _HOST_SLACK_S = 0.002
 _COMPILE_OUTPUT_CHARS = 4000
@@ -88,6 +92,8 @@ class KernelBenchSettings:
             "min_trials": low,
             "max_trials": high,
             "budget_s": self.budget_s,
+            "keep_bytes": KEEP_BYTES,
+            "sample_outputs": SAMPLED_OUTPUTS,
         }
 
 
@@ -160,7 +166,10 @@ def _python_paths() -> list[Path]:
     return kept
 
 
-def _require_torch(device: str) -> Any:
+def check_device(device: str) -> Any:
+    """PyTorch, once it is known to be installed and to reach ``device`` (else a clear error)."""
+    if device not in ("cpu", "cuda"):
+        raise MaxcodeError(f"unknown device {device!r} (cpu or cuda)")
     if importlib.util.find_spec("torch") is None:
         raise TaskError("KernelBench tasks need PyTorch: pip install 'maxcode[torch]'")
     import torch
@@ -180,7 +189,7 @@ def evaluate_kernelbench(
 ) -> Feedback:
     """Judge ``candidate`` (Python source defining ``ModelNew``) against the task's ``Model``."""
     settings = settings or KernelBenchSettings()
-    torch = _require_torch(settings.device)
+    torch = check_device(settings.device)
     sandbox = sandbox or Sandbox()
     python_paths = _python_paths()
     if (
@@ -217,7 +226,15 @@ def evaluate_kernelbench(
             _cache_folder("ref", task.reference),
         )
         _check_reference(task, reference)
-        judged = runner.run("candidate", common, _cache_folder("cand", candidate))
+        # The candidate makes exactly the reference's timed calls, so every output it keeps
+        # has the reference's output to be checked against.
+        trials = len(reference.report["times"]["eager"])
+        positions = reference.report.get("kept_positions") or []
+        matching = {
+            "trials": trials,
+            "keep_positions": None if len(positions) == trials else positions,
+        }
+        judged = runner.run("candidate", {**common, **matching}, _cache_folder("cand", candidate))
         verdict = _Judge(torch, task, settings, digest, flags, sandbox.isolation)
         return verdict.judge(reference, judged)
     finally:
@@ -226,9 +243,13 @@ def evaluate_kernelbench(
 
 @dataclass(frozen=True)
 class _Seeds:
+    """Secret seeds of one evaluation: weights, checks, warm-up inputs, and the first of the
+    consecutive seeds that give every timed call inputs of its own."""
+
     init: int
     check: list[int]
-    pool: list[int]
+    warmup: list[int]
+    timing: int
 
     @classmethod
     def fresh(cls) -> _Seeds:
@@ -236,11 +257,17 @@ class _Seeds:
         return cls(
             init=draw.randrange(2**31),
             check=[draw.randrange(2**31) for _ in range(CHECK_SEEDS)],
-            pool=[draw.randrange(2**31) for _ in range(POOL_SIZE)],
+            warmup=[draw.randrange(2**31) for _ in range(WARMUP_SEEDS)],
+            timing=draw.randrange(2**40),
         )
 
     def as_spec(self) -> dict[str, Any]:
-        return {"init_seed": self.init, "check_seeds": self.check, "pool_seeds": self.pool}
+        return {
+            "init_seed": self.init,
+            "check_seeds": self.check,
+            "pool_seeds": self.warmup,
+            "timing_seed": self.timing,
+        }
 
 
 def _write(path: Path, text: str) -> None:
@@ -450,7 +477,17 @@ class _Judge:
                 tests_passed=len(outcomes) - len(failures),
                 tests=outcomes,
             )
-        for number, (want, have) in enumerate(zip(expected["timed"], got["timed"])):
+        positions = reference.report.get("kept_positions", [])
+        if candidate.report.get("kept_positions") != positions or len(got["timed"]) != len(
+            positions
+        ):
+            return self.failed(
+                "wrong_answer",
+                "the outputs of the timed calls are missing",
+                tests_passed=CHECK_SEEDS,
+                tests=outcomes,
+            )
+        for position, want, have in zip(positions, expected["timed"], got["timed"]):
             problem = self._compare(want, have)
             if problem is not None:
                 self.flags.append(
@@ -459,7 +496,7 @@ class _Judge:
                 )
                 return self.failed(
                     "wrong_answer",
-                    f"timed call on input set {number}: {problem}",
+                    f"timed call {position + 1}: {problem}",
                     tests_passed=CHECK_SEEDS,
                     tests=outcomes,
                 )

@@ -167,6 +167,9 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
     def fresh(inputs: list) -> list:
         return [value.clone() if isinstance(value, torch.Tensor) else value for value in inputs]
 
+    def to_cpu(values: list) -> list:
+        return [value.detach().to("cpu").clone() for value in values]
+
     def flat(output: object, where: str) -> list:
         values = list(output) if isinstance(output, (tuple, list)) else [output]
         for position, value in enumerate(values):
@@ -186,9 +189,6 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         }
         return any(out.numel() and out.untyped_storage().data_ptr() in pointers for out in outputs)
 
-    def to_cpu(values: list) -> list:
-        return [value.detach().to("cpu").clone() for value in values]
-
     saved: dict[str, list] = {"check": [], "again": [], "before": [], "after": []}
     aliased = []
     with torch.no_grad():
@@ -206,83 +206,130 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
             sync()
             saved["again"].append(to_cpu(second))
         result["aliased"] = aliased
-        pool = [make_inputs(seed) for seed in spec["pool_seeds"]]
         result["threads_before"] = _threads()
         result["torch_threads_before"] = torch.get_num_threads()
         times: dict[str, list[float]] = {}
-        timed_outputs: list = []
+        timing = _Timing(
+            torch, spec, device, make_inputs, sync, lambda out: to_cpu(flat(out, "timed call"))
+        )
         label = "eager" if spec["role"] == "reference" else "candidate"
-        times[label] = _timed(torch, model, pool, spec, device, "K", timed_outputs, sync, fresh)
+        kept: dict[int, list[Any]] = {}
+        times[label] = timing.run(model, "K", kept)
         result["threads_after"] = _threads()
         result["torch_threads_after"] = torch.get_num_threads()
-        saved["timed"] = [to_cpu(flat(out, "timed call")) for out in timed_outputs]
+        result["kept_positions"] = sorted(kept)
+        saved["timed"] = [kept[position] for position in sorted(kept)]
         if spec["role"] == "reference":
-            times["overhead"] = _timed(
-                torch, lambda *xs: xs[0], pool, spec, device, "O", [], sync, fresh
-            )
+            # The harness's own cost per call (input generation, copies): the same loop
+            # around an identity model.
+            times["overhead"] = timing.run(lambda *xs: xs[0], "O", {}, len(times[label]))
             if spec.get("compile_baseline"):
                 compiled = torch.compile(model)
-                times["compile"] = _timed(torch, compiled, pool, spec, device, "C", [], sync, fresh)
+                times["compile"] = timing.run(compiled, "C", None, len(times[label]))
     result["times"] = times
     torch.save(saved, "tensors.pt")
 
 
-def _timed(
-    torch: Any,
-    model: Callable[..., Any],
-    pool: list[list[Any]],
-    spec: dict[str, Any],
-    device: Any,
-    marker: str,
-    kept: list[Any],
-    sync: Callable[[], None],
-    fresh: Callable[[list[Any]], list[Any]],
-) -> list[float]:
-    """Median-ready samples of one callable over rotated, freshly copied inputs.
+class _Timing:
+    """Timed calls of one callable: every call gets inputs of its own (a fresh seed each),
+    generated outside the timed window, so no cache of earlier answers can serve it; the
+    outputs of the calls are kept for the parent to check against the reference's.
 
-    Warm-up first (also sizes the trial count to the time budget); then each trial copies the
-    next input set into new storage (no pointer-keyed cache can hit), flushes the L2 cache on
-    CUDA, and times the call with a device-wide sync before the end event. The outputs of the
-    last call on each input set are kept for the parent to re-check.
+    Warm-up first (also sizes the trial count to the time budget, and to the memory that
+    keeping every output takes). On CUDA, the L2 cache is flushed before each call and the
+    call is timed with events around it and a device-wide sync before the end event.
     """
-    cuda = device.type == "cuda"
-    flush = torch.empty(64 << 20, dtype=torch.int32, device=device) if cuda else None
-    estimate = 0.0
-    for number in range(spec["warmup"]):
-        given = fresh(pool[number % len(pool)])
-        sync()
-        start = _perf_counter()
-        model(*given)
-        sync()
-        estimate = _perf_counter() - start
-    trials = spec["min_trials"]
-    if estimate > 0:
-        trials = max(spec["min_trials"], min(spec["max_trials"], int(spec["budget_s"] / estimate)))
-    trials = max(trials, len(pool))
-    samples = []
-    last = {}
-    _mark(marker + "0")
-    for number in range(trials):
-        given = fresh(pool[number % len(pool)])
-        if flush is not None:
-            flush.zero_()
-            sync()
-            begin = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            begin.record()
-            output = model(*given)
-            torch.cuda.synchronize(device)
-            end.record()
-            end.synchronize()
-            samples.append(begin.elapsed_time(end) / 1000.0)
-        else:
+
+    def __init__(
+        self,
+        torch: Any,
+        spec: dict[str, Any],
+        device: Any,
+        make_inputs: Callable[[int], list[Any]],
+        sync: Callable[[], None],
+        keep: Callable[[Any], list[Any]],
+    ) -> None:
+        self.torch, self.spec, self.device = torch, spec, device
+        self.make_inputs, self.sync, self.keep = make_inputs, sync, keep
+        self.cuda = device.type == "cuda"
+
+    def _trials(self, model: Callable[..., Any]) -> tuple[int, set[int] | None]:
+        """Trials to run and the positions whose outputs are kept (None: all of them)."""
+        spec = self.spec
+        estimate, output_bytes = 0.0, 0
+        for number in range(spec["warmup"]):
+            given = self.make_inputs(spec["pool_seeds"][number % len(spec["pool_seeds"])])
+            self.sync()
             start = _perf_counter()
             output = model(*given)
-            samples.append(_perf_counter() - start)
-        last[number % len(pool)] = output
-    _mark(marker + "1")
-    kept.extend(last[index] for index in range(len(pool)))
-    return samples
+            self.sync()
+            estimate = _perf_counter() - start
+            values = output if isinstance(output, (tuple, list)) else [output]
+            output_bytes = sum(
+                value.numel() * value.element_size()
+                for value in values
+                if isinstance(value, self.torch.Tensor)
+            )
+        if spec.get("trials"):
+            trials = int(spec["trials"])
+        else:
+            trials = spec["min_trials"]
+            if estimate > 0:
+                fitting = int(spec["budget_s"] / estimate)
+                trials = max(spec["min_trials"], min(spec["max_trials"], fitting))
+            if output_bytes:
+                trials = max(1, min(trials, max(spec["keep_bytes"] // output_bytes, 1)))
+                trials = max(trials, min(spec["min_trials"], spec["max_trials"]))
+        if "keep_positions" in spec:
+            given = spec["keep_positions"]
+            return trials, None if given is None else {p for p in given if p < trials}
+        if output_bytes * trials <= spec["keep_bytes"]:
+            return trials, None
+        # Too many outputs to keep them all: a random sample, drawn here after warm-up.
+        draw = int.from_bytes(os.urandom(8), "little")
+        positions: set[int] = set()
+        while len(positions) < min(trials, spec["sample_outputs"]):
+            draw = (draw * 6364136223846793005 + 1442695040888963407) % (1 << 64)
+            positions.add(draw % trials)
+        return trials, positions
+
+    def run(
+        self,
+        model: Callable[..., Any],
+        marker: str,
+        kept: dict[int, list[Any]] | None,
+        trials: int | None = None,
+    ) -> list[float]:
+        torch = self.torch
+        planned, positions = self._trials(model)
+        trials = trials or planned
+        self.trials, self.positions = trials, positions
+        flush = torch.empty(64 << 20, dtype=torch.int32, device=self.device) if self.cuda else None
+        base = self.spec["timing_seed"]
+        samples = []
+        _mark(marker + "0")
+        for number in range(trials):
+            given = self.make_inputs(base + number)
+            if flush is not None:
+                flush.zero_()
+                self.sync()
+                begin = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                begin.record()
+                output = model(*given)
+                torch.cuda.synchronize(self.device)
+                end.record()
+                end.synchronize()
+                samples.append(begin.elapsed_time(end) / 1000.0)
+            else:
+                start = _perf_counter()
+                output = model(*given)
+                samples.append(_perf_counter() - start)
+            if kept is not None and (positions is None or number in positions):
+                kept[number] = self.keep(output)
+            del output, given
+        _mark(marker + "1")
+        return samples
 
 
 if __name__ == "__main__":

@@ -22,6 +22,22 @@ class EvalJob:
     """The cost to measure."""
     repeats: int | None = None
     """Timed rounds (wall metric); None for the task's own setting."""
+    device: str = "cpu"
+    """Where the candidate runs (KernelBench: cpu or cuda)."""
+    compile_baseline: bool = False
+    """KernelBench: also time the reference under ``torch.compile``."""
+    tolerance: float | None = None
+    """KernelBench: atol = rtol for floating outputs; None for the per-dtype defaults."""
+
+    def settings(self) -> dict[str, object]:
+        """The keyword arguments of ``evaluate_task`` this job sets."""
+        return {
+            "metric": self.metric,
+            "repeats": self.repeats,
+            "device": self.device,
+            "compile_baseline": self.compile_baseline,
+            "tolerance": self.tolerance,
+        }
 
 
 class Executor(ABC):

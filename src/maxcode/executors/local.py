@@ -35,11 +35,21 @@ class LocalExecutor(Executor):
         spare = cpus[1:] if len(cpus) > workers else cpus
         self._free: list[int | None] = [spare[-(slot % len(spare)) - 1] for slot in range(workers)]
         self._slots: asyncio.Semaphore | None = None
+        self._gpu = asyncio.Lock()
 
     async def setup(self) -> None:
         if self.sandbox is None:
             self.sandbox = await asyncio.to_thread(Sandbox)
         self._slots = asyncio.Semaphore(self.workers)
+
+    def _evaluate(self, job: EvalJob, cpu: int | None) -> Feedback:
+        return evaluate_task(
+            job.task,
+            job.source,
+            sandbox=self.sandbox,
+            cpu=cpu,
+            **job.settings(),  # type: ignore[arg-type]
+        )
 
     async def evaluate(self, job: EvalJob) -> Feedback:
         if self._slots is None:
@@ -49,14 +59,10 @@ class LocalExecutor(Executor):
         async with self._slots:
             cpu = self._free.pop()
             try:
-                return await asyncio.to_thread(
-                    evaluate_task,
-                    job.task,
-                    job.source,
-                    metric=job.metric,
-                    repeats=job.repeats,
-                    sandbox=self.sandbox,
-                    cpu=cpu,
-                )
+                if job.device != "cuda":
+                    return await asyncio.to_thread(self._evaluate, job, cpu)
+                # One GPU: timings on it are taken one evaluation at a time.
+                async with self._gpu:
+                    return await asyncio.to_thread(self._evaluate, job, cpu)
             finally:
                 self._free.append(cpu)

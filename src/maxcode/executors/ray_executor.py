@@ -61,7 +61,7 @@ def evaluate_on_worker(job: EvalJob) -> Feedback:
     from maxcode.evaluate import evaluate_task
 
     with claim_cpu() as cpu:
-        return evaluate_task(job.task, job.source, metric=job.metric, repeats=job.repeats, cpu=cpu)
+        return evaluate_task(job.task, job.source, cpu=cpu, **job.settings())  # type: ignore[arg-type]
 
 
 class RayExecutor(Executor):

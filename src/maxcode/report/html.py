@@ -33,7 +33,9 @@ def load_tree(store: RunStore, run_id: str) -> list[Node]:
     record = store.get_run(run_id)
     if record is None:
         raise MaxcodeError(f"no run {run_id!r} in {store.path}")
-    reference = load_task(record.task_spec, record.config.get("pie_tests")).reference
+    reference = load_task(
+        record.task_spec, record.config.get("pie_tests"), record.config.get("scale", 1.0)
+    ).reference
     root = Node("0", None, 0, reference)
     nodes = {"0": root}
     first_with_key: dict[str, Node] = {}

@@ -58,10 +58,16 @@ def new_run(
     say: Callable[[str], None] = lambda line: None,
 ) -> str:
     """Record a new run and return its id (the task is loaded and checked first)."""
-    task = load_task(task_spec, config.pie_tests)
-    if task.kind != "cpp":
+    task = load_task(task_spec, config.pie_tests, config.scale)
+    if task.kind == "cpp" and config.device != "cpu":
         # Fail before any LLM call is paid for.
-        raise MaxcodeError(f"{task.name}: {task.kind} tasks load, but cannot be searched yet")
+        raise MaxcodeError(f"{task.name}: C++ tasks run on the CPU; --device is for KernelBench")
+    if task.kind == "kernelbench":
+        if config.metric != "wall":
+            raise MaxcodeError(f"{task.name}: KernelBench tasks are timed (--metric wall)")
+        from maxcode.evaluate.kernelbench import check_device
+
+        check_device(config.device)
     make_value(config.value)
     if config.model == "rules":
         say(NO_MODEL_MESSAGE)
@@ -117,7 +123,7 @@ async def run_search_async(
         if key in BUDGET_SETTINGS and value is not None
     }
     config = SearchConfig.model_validate({**record.config, **overrides, "base_url": base_url})
-    task = load_task(record.task_spec, config.pie_tests)
+    task = load_task(record.task_spec, config.pie_tests, config.scale)
     store.update_run(run_id, status="running", message="")
     try:
         outcome = await _search(store, run_id, task, config, on_step, executor)
@@ -205,7 +211,9 @@ def summarize(store: RunStore, run_id: str, output: Path | None = None) -> RunSu
             if node.node_id == record.best_node_id and node.candidate_sha256:
                 source = store.get_candidate(node.candidate_sha256)
     if source is None:
-        source = load_task(record.task_spec, record.config.get("pie_tests")).reference
+        source = load_task(
+            record.task_spec, record.config.get("pie_tests"), record.config.get("scale", 1.0)
+        ).reference
     extension = EXTENSIONS.get(record.task_kind, ".txt")
     path = output or maxcode_home() / "runs" / record.run_id / f"best{extension}"
     try:

@@ -42,7 +42,15 @@ class SearchConfig(BaseModel):
     metric: Literal["wall", "instructions"] = "wall"
     """The cost the reward is measured in."""
     repeats: int | None = Field(default=None, ge=1)
-    """Timed rounds per evaluation (wall); None for the task's setting."""
+    """Timed rounds per evaluation (wall; KernelBench: timed calls); None for the default."""
+    device: Literal["cpu", "cuda"] = "cpu"
+    """Where KernelBench candidates run (C++ tasks: cpu)."""
+    scale: float = Field(default=1.0, gt=0, le=1)
+    """KernelBench: factor for the problem's shape constants (smaller shapes for a CPU)."""
+    compile_baseline: bool = False
+    """KernelBench: also time the reference under ``torch.compile`` in every evaluation."""
+    tolerance: float | None = Field(default=None, gt=0)
+    """KernelBench: atol = rtol for floating outputs; None for the per-dtype defaults."""
     temperature: float = Field(default=0.7, ge=0)
     """Sampling temperature of the policy."""
     max_tokens: int = Field(default=4096, ge=1)

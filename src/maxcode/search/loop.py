@@ -247,6 +247,7 @@ class Search:
             attempts=self.nodes,
             trajectory_tokens=self.config.trajectory_tokens,
             parts=self.config.observation_parts(),
+            device=self.config.device,
         )
         system, user = build_policy_prompt(history)
         options: dict[str, object] = {}
@@ -328,7 +329,15 @@ class Search:
             return recorded
         assert node.source is not None
         started = time.perf_counter()
-        job = EvalJob(self.task, node.source, self.config.metric, self.config.repeats)
+        job = EvalJob(
+            self.task,
+            node.source,
+            self.config.metric,
+            self.config.repeats,
+            device=self.config.device,
+            compile_baseline=self.config.compile_baseline,
+            tolerance=self.config.tolerance,
+        )
         feedback = await self.executor.evaluate(job)
         digest = hashlib.sha256(node.source.encode()).hexdigest()
         self.store.put_evaluation(self.run_id, key, digest, feedback, time.perf_counter() - started)

@@ -42,6 +42,8 @@ class History:
     """Token budget of the trajectory part."""
     parts: tuple[str, ...]
     """The parts in use (some parts change how others render)."""
+    device: str = "cpu"
+    """Where candidates run (KernelBench prompts ask for CPU or CUDA kernels)."""
 
 
 class ObservationPart(Protocol):
@@ -99,8 +101,23 @@ def describe_feedback(feedback: Feedback | None) -> str:
                 )
                 + "."
             )
+    if feedback.correct and feedback.timings:
+        lines.append(_describe_timings(feedback))
     lines += [f"Harness flag: {flag}" for flag in feedback.flags]
     return "\n".join(lines)
+
+
+def _describe_timings(feedback: Feedback) -> str:
+    """KernelBench: per-call times of the reference, the candidate and torch.compile."""
+    parts = []
+    for name, label in (("reference", "eager"), ("candidate", "candidate"), ("compile", "compile")):
+        stats = feedback.timings.get(name)
+        if stats is not None:
+            parts.append(f"{label} {stats.median_s * 1e3:.4g} ms (±{stats.spread_s * 1e3:.2g})")
+    line = f"Per call on {feedback.device}, median of {feedback.repeats}: " + ", ".join(parts)
+    if feedback.speedup_vs_compile is not None:
+        line += f"; {feedback.speedup_vs_compile:.2f}x against torch.compile"
+    return line + "."
 
 
 def _amount(value: float | None, scale: float) -> str:
@@ -258,7 +275,12 @@ def build_policy_prompt(history: History) -> tuple[str, str]:
     if history.parent.is_root:
         parent["source"] = history.task.reference
     folder = template_set(history.task)
-    system = render(f"{folder}/policy_system.j2", flags=" ".join(history.task.compile_flags))
+    system = render(
+        f"{folder}/policy_system.j2",
+        flags=" ".join(history.task.compile_flags),
+        device=history.device,
+        tolerance="1e-4 (float32) or 1e-2 (half precision)",
+    )
     user = render(f"{folder}/policy.j2", task=history.task, parent=parent, **variables)
     return system, user
 

@@ -40,8 +40,9 @@ class _TaskToml(BaseModel):
     repeats: int = Field(default=5, ge=1)
 
 
-def load_task(spec: str, pie_tests: str | Path | None = None) -> Task:
-    """Load a task from a folder, or from ``FILE.jsonl#N`` (row number or ``src_id``)."""
+def load_task(spec: str, pie_tests: str | Path | None = None, scale: float = 1.0) -> Task:
+    """Load a task from a folder, a KernelBench problem file (its shape constants multiplied
+    by ``scale``), or ``FILE.jsonl#N`` (row number or ``src_id``)."""
     if "#" in spec and spec.split("#", 1)[0].endswith(".jsonl"):
         jsonl, _, row = spec.partition("#")
         return load_pie_row(Path(jsonl), row, _pie_tests_dir(pie_tests))
@@ -55,7 +56,7 @@ def load_task(spec: str, pie_tests: str | Path | None = None) -> Task:
     if path.suffix == ".py":
         from maxcode.tasks.kernelbench import load_kernelbench_problem
 
-        return load_kernelbench_problem(path)
+        return load_kernelbench_problem(path, scale)
     raise TaskError(f"{spec}: not a task folder, a KernelBench .py file or a PIE FILE.jsonl#N")
 
 

@@ -1,0 +1,243 @@
+"""The KernelBench evaluator on the CPU: real sandboxed workers, real torch, hostile candidates.
+
+Every cheating candidate in ``tests/fixtures/kernelbench/cheats`` must earn nothing: it is
+scored wrong, or its score is what it really costs, and the finding is in ``flags``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from maxcode.evaluate import evaluate_task
+from maxcode.tasks import load_task
+from maxcode.types import Feedback
+from tests.helpers import REPO, run_maxcode
+
+pytest.importorskip("torch")
+
+CHEATS = REPO / "tests" / "fixtures" / "kernelbench" / "cheats"
+PROBLEM = CHEATS / "problem.py"
+QUICK = {"repeats": 20}
+
+
+def judge(candidate: str | Path, problem: Path = PROBLEM, **options: object) -> Feedback:
+    source = candidate.read_text() if isinstance(candidate, Path) else candidate
+    task = load_task(str(problem), scale=float(options.pop("scale", 1.0)))  # type: ignore[arg-type]
+    if "timeout_s" in options:
+        task = dataclasses.replace(task, timeout_s=float(options.pop("timeout_s")))  # type: ignore[arg-type]
+    return evaluate_task(task, source, **{**QUICK, **options})  # type: ignore[arg-type]
+
+
+def write_problem(folder: Path, forward: str, inputs: str = "[torch.randn(32, 64)]") -> Path:
+    path = folder / "problem.py"
+    path.write_text(
+        "import torch\nimport torch.nn as nn\n\n\n"
+        "class Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n\n"
+        f"    def forward(self, x):\n        {forward}\n\n\n"
+        f"def get_inputs():\n    return {inputs}\n\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    return path
+
+
+def model_new(forward: str, imports: str = "") -> str:
+    return (
+        f"import torch\nimport torch.nn as nn\n{imports}\n\n"
+        "class ModelNew(nn.Module):\n"
+        "    def __init__(self, *args):\n        super().__init__()\n\n"
+        f"    def forward(self, x):\n        {forward}\n"
+    )
+
+
+def test_an_honest_candidate_is_correct_and_timed_against_eager() -> None:
+    feedback = judge(CHEATS / "honest.py")
+    assert feedback.correct and feedback.compiled, feedback.error
+    assert feedback.tests_passed == feedback.tests_total == 3
+    assert feedback.speedup > 0 and feedback.error is None
+    assert feedback.flags == []
+    assert feedback.isolation == "bwrap" and feedback.device == "cpu"
+    reference, candidate = feedback.timings["reference"], feedback.timings["candidate"]
+    assert reference.trials == candidate.trials == 20
+    assert reference.median_s > 0 and candidate.median_s > 0
+    assert reference.host_s is not None and candidate.host_s is not None
+    assert feedback.speedup == pytest.approx(reference.median_s / candidate.median_s)
+    assert "compile" not in feedback.timings and feedback.speedup_vs_compile is None
+
+
+def test_maxcode_eval_json_has_the_contract_fields_and_the_compile_baseline() -> None:
+    result = run_maxcode(
+        "eval", str(PROBLEM), str(CHEATS / "honest.py"), "--json", "--repeats", "10"
+    )
+    assert result.returncode == 0, result.stderr
+    printed = json.loads(result.stdout)
+    for key in (
+        "compiled",
+        "correct",
+        "speedup",
+        "metric",
+        "reference_cost",
+        "candidate_cost",
+        "tests_passed",
+        "tests_total",
+        "error",
+        "flags",
+    ):
+        assert key in printed
+    assert printed["correct"] is True and printed["metric"] == "wall"
+    assert printed["timings"]["compile"]["median_s"] > 0
+    assert printed["speedup_vs_compile"] > 0
+    assert printed["shape_scale"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("fixture", "wrong_because", "flag"),
+    [
+        ("cache_output.py", "seed 1", None),
+        ("cache_by_pointer.py", "timed call", "caching: a timed call's output differs"),
+        ("mutate_input.py", "input 0 was changed", "inputs: the candidate changed input 0"),
+        ("input_view.py", "shares memory with an input", "aliasing:"),
+        ("zeros.py", "values outside tolerance", None),
+        ("patch_allclose.py", "values outside tolerance", None),
+    ],
+)
+def test_cheating_candidates_are_scored_wrong(
+    fixture: str, wrong_because: str, flag: str | None
+) -> None:
+    feedback = judge(CHEATS / fixture)
+    assert not feedback.correct and feedback.speedup == 0.0
+    assert feedback.error is not None and wrong_because in feedback.error.message
+    if flag is not None:
+        assert any(found.startswith(flag) for found in feedback.flags), feedback.flags
+
+
+@pytest.mark.parametrize("fixture", ["patch_clock.py", "slow_reference.py"])
+def test_cheats_on_the_clock_and_the_reference_gain_nothing(fixture: str) -> None:
+    """Patching the clock, slowing the reference's ops: the candidate is correct, so it is
+    scored, at what it really costs (no better than honest)."""
+    feedback = judge(CHEATS / fixture)
+    assert feedback.correct, feedback.error
+    # Each does at least the reference's work, so honest timing cannot make it much faster.
+    assert feedback.speedup < 1.5, (feedback.speedup, feedback.timings)
+
+
+def test_a_candidate_that_patches_the_harness_clock_is_caught_by_host_time() -> None:
+    feedback = judge(CHEATS / "patch_harness_clock.py")
+    assert any(flag.startswith("timing: in-process timings disagree") for flag in feedback.flags)
+    # Ten times the work: host time says it is slower than eager, whatever it claimed.
+    assert feedback.speedup < 0.8, feedback.timings
+
+
+def test_a_thread_started_during_timing_is_flagged() -> None:
+    feedback = judge(CHEATS / "threads.py")
+    assert any(flag.startswith("threads: the candidate started") for flag in feedback.flags)
+
+
+def test_a_run_wrong_only_on_its_second_call_is_nondeterministic(tmp_path: Path) -> None:
+    second_wrong = (
+        "self.calls = getattr(self, 'calls', 0) + 1\n"
+        "        return torch.relu(x) + (1.0 if self.calls == 2 else 0.0)"
+    )
+    feedback = judge(model_new(second_wrong), write_problem(tmp_path, "return torch.relu(x)"))
+    assert not feedback.correct
+    assert any(flag.startswith("nondeterministic: seed 0") for flag in feedback.flags)
+
+
+@pytest.mark.parametrize(
+    ("forward", "message"),
+    [
+        ("return torch.relu(x).double()", "dtype float64, expected float32"),
+        ("return torch.relu(x)[:, :10]", "shape (32, 10), expected (32, 64)"),
+        ("return (torch.relu(x), x)", "2 outputs, expected 1"),
+        ("return torch.nn.Parameter(torch.relu(x))", "not a plain torch.Tensor"),
+        ("return torch.relu(x).tolist()", "not a plain torch.Tensor"),
+        ("raise ValueError('kernel exploded')", "ValueError: kernel exploded"),
+    ],
+)
+def test_wrong_types_shapes_and_crashes_are_named(
+    tmp_path: Path, forward: str, message: str
+) -> None:
+    feedback = judge(model_new(forward), write_problem(tmp_path, "return torch.relu(x)"))
+    assert not feedback.correct and feedback.compiled
+    assert feedback.error is not None and message in feedback.error.message
+
+
+def test_a_candidate_that_does_not_import_did_not_compile(tmp_path: Path) -> None:
+    problem = write_problem(tmp_path, "return torch.relu(x)")
+    broken = judge("import torch\nclass ModelNew(torch.nn.Module:\n    pass\n", problem)
+    assert not broken.compiled and broken.error is not None
+    assert broken.error.kind == "compile_error" and "syntax error" in broken.error.message
+    missing = judge("import torch\n", problem)
+    assert not missing.compiled and missing.error is not None
+    assert "no ModelNew" in missing.error.message
+
+
+def test_a_candidate_that_never_returns_is_killed(tmp_path: Path) -> None:
+    problem = write_problem(tmp_path, "return torch.relu(x)")
+    feedback = judge(model_new("while True:\n            pass"), problem, timeout_s=15)
+    assert not feedback.correct and feedback.error is not None
+    assert feedback.error.kind == "timeout"
+
+
+def test_tolerance_is_per_dtype_and_configurable(tmp_path: Path) -> None:
+    problem = write_problem(tmp_path, "return torch.relu(x)")
+    nudged = model_new("return torch.relu(x) + 1e-3")
+    assert not judge(nudged, problem).correct
+    assert judge(nudged, problem, tolerance=1e-2).correct
+    half = write_problem(tmp_path, "return torch.relu(x).half()")
+    assert judge(model_new("return (torch.relu(x) + 1e-3).half()"), half).correct
+
+
+def test_integer_inputs_and_outputs_are_kept_and_compared_exactly(tmp_path: Path) -> None:
+    problem = write_problem(
+        tmp_path, "return x * 3 + 1", inputs="[torch.randint(0, 100, (16, 16))]"
+    )
+    assert judge(model_new("return x.mul(3).add(1)"), problem).correct
+    off_by_one = judge(model_new("return x * 3"), problem)
+    assert not off_by_one.correct and off_by_one.error is not None
+    assert "exact match needed" in off_by_one.error.message
+
+
+def test_shapes_scale_down_and_the_scale_is_recorded(tmp_path: Path) -> None:
+    feedback = judge(CHEATS / "honest.py", scale=0.5)
+    assert feedback.correct and feedback.shape_scale == 0.5
+
+
+@pytest.mark.parametrize(
+    ("forward", "flag"),
+    [
+        ("return x * 1e-9", "task: an all-zeros output passes the tolerance"),
+        ("return x * 0 + 3.0", "task: a constant output passes the tolerance"),
+        ("return x + torch.randn_like(x)", "task: the reference disagrees with itself"),
+        ("return x.add_(1).clone()", "task: the reference changes its inputs in place"),
+    ],
+)
+def test_the_task_itself_is_screened_on_every_evaluation(
+    tmp_path: Path, forward: str, flag: str
+) -> None:
+    problem = write_problem(tmp_path, forward)
+    feedback = judge(model_new(forward), problem)
+    assert any(found.startswith(flag) for found in feedback.flags), feedback.flags
+
+
+def test_a_broken_reference_is_a_clear_error_with_exit_2(tmp_path: Path) -> None:
+    problem = write_problem(tmp_path, "raise RuntimeError('reference is broken')")
+    candidate = tmp_path / "candidate.py"
+    candidate.write_text(model_new("return x"))
+    result = run_maxcode("eval", str(problem), str(candidate), "--no-compile-baseline")
+    assert result.returncode == 2
+    assert "the reference does not run: RuntimeError: reference is broken" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_cuda_without_a_gpu_is_a_clear_error(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    result = run_maxcode("eval", str(PROBLEM), str(CHEATS / "honest.py"), "--device", "cuda")
+    assert result.returncode == 2
+    assert "no CUDA GPU" in result.stderr and "Traceback" not in result.stderr

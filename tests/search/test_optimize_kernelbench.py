@@ -1,0 +1,121 @@
+"""``maxcode optimize`` on a KernelBench problem: the real command and sandboxed evaluator, a fake
+OpenAI-compatible server on 127.0.0.1 as the policy and critic, and the offline rules proposer."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import REPO
+from tests.llm.fake_llm_server import FakeLLMServer, Step
+
+pytest.importorskip("torch")
+
+CHEATS = REPO / "tests" / "fixtures" / "kernelbench" / "cheats"
+PROBLEM = CHEATS / "problem.py"
+HONEST = (CHEATS / "honest.py").read_text()
+ZEROS = (CHEATS / "zeros.py").read_text()
+CRITIC_MARK = "critic-says-4c1d"
+
+
+def fenced(source: str) -> str:
+    return f"Fused the epilogue.\n\n```python\n{source}```\n"
+
+
+def is_critic(body: dict[str, Any]) -> bool:
+    return any("You review one attempt" in m.get("content", "") for m in body["messages"])
+
+
+@pytest.fixture
+def server() -> Iterator[FakeLLMServer]:
+    fake = FakeLLMServer()
+
+    def respond(body: dict[str, Any]) -> Step:
+        if is_critic(body):
+            return Step(texts=[f"Diagnosis: {CRITIC_MARK} two passes over memory.\n"
+                               "Suggestions:\n- Fuse tanh and the scale."])  # fmt: skip
+        return Step(texts=[fenced(ZEROS), fenced(HONEST)], prompt_tokens=700)
+
+    fake.responder = respond
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
+def optimize(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "from maxcode.cli import run_cli; run_cli()", "optimize", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OPENAI_API_KEY": "sk-test"},
+        check=False,
+    )
+
+
+def test_optimize_a_kernelbench_problem_with_an_llm(server: FakeLLMServer, tmp_path: Path) -> None:
+    best = tmp_path / "best.py"
+    done = optimize(
+        str(PROBLEM), "--model", "openai/gpt-4o-mini", "--base-url", server.url,
+        "--method", "cuda-llm", "--observation", "feedback,trajectory,critique,best",
+        "--depth", "2", "--candidates", "2", "--repeats", "10", "--store", str(tmp_path / "runs.db"), "--output", str(best), "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["status"] == "done"
+    assert result["evaluations"] == 2  # the zeros cheat and the honest program, each once
+    assert result["best_speedup"] > 0
+    assert best.read_text() == HONEST
+
+    prompts = [
+        seen.body["messages"]
+        for seen in server.seen
+        if seen.body.get("messages") and not is_critic(seen.body)
+    ]
+    system, first = prompts[0][0]["content"], prompts[0][-1]["content"]
+    assert "ModelNew" in system and "one CPU core" in system and "load_inline" in system
+    assert "```python" in first and "class Model(nn.Module)" in first
+    second = prompts[1][-1]["content"]
+    assert CRITIC_MARK in second
+    # The zeros cheat's verdict and the honest program's timings reach the next prompt.
+    assert "values outside tolerance" in second
+    assert "Per call on cpu" in second and "eager" in second
+
+
+def test_optimize_a_kernelbench_problem_offline_with_the_rules_proposer(tmp_path: Path) -> None:
+    done = optimize(
+        str(PROBLEM), "--depth", "1", "--candidates", "1", "--repeats", "10",
+        "--store", str(tmp_path / "runs.db"), "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "offline rules proposer" in done.stderr
+    result = json.loads(done.stdout)
+    assert result["status"] == "done" and result["evaluations"] == 1
+    best = Path(result["best_program"])
+    assert best.suffix == ".py" and "class Model" in best.read_text()
+    # Whatever the rewrite gained on this machine, it was measured: a correct program or the
+    # reference (1.0), never a failed one.
+    assert result["best_speedup"] > 0 and len(result["trace"]) == 1
+
+
+def test_cuda_on_a_machine_without_a_gpu_fails_before_any_llm_call(
+    server: FakeLLMServer, tmp_path: Path
+) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    done = optimize(
+        str(PROBLEM), "--model", "openai/gpt-4o-mini", "--base-url", server.url,
+        "--device", "cuda", "--store", str(tmp_path / "runs.db"),
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "no CUDA GPU" in done.stderr and "Traceback" not in done.stderr
+    assert server.seen == []

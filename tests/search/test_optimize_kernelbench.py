@@ -66,7 +66,8 @@ def test_optimize_a_kernelbench_problem_with_an_llm(server: FakeLLMServer, tmp_p
     done = optimize(
         str(PROBLEM), "--model", "openai/gpt-4o-mini", "--base-url", server.url,
         "--method", "cuda-llm", "--observation", "feedback,trajectory,critique,best",
-        "--depth", "2", "--candidates", "2", "--repeats", "10", "--store", str(tmp_path / "runs.db"), "--output", str(best), "--json",
+        "--depth", "2", "--candidates", "2", "--repeats", "10",
+        "--store", str(tmp_path / "runs.db"), "--output", str(best), "--json",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)

@@ -88,13 +88,24 @@ def test_a_level_folder_is_a_suite_in_numeric_order(tmp_path: Path) -> None:
     ]
 
 
-def test_commands_say_kernelbench_evaluation_is_not_there_yet(tmp_path: Path) -> None:
-    problem = _write(tmp_path, "19_ReLU.py")
+def test_broken_problem_files_are_clear_errors_for_eval_and_optimize(tmp_path: Path) -> None:
     candidate = _write(tmp_path, "new.py", PROBLEM.replace("class Model", "class ModelNew"))
-    done = run_maxcode("eval", str(problem), str(candidate))
-    assert done.returncode == 2 and "evaluator is not built yet" in done.stderr
-    done = run_maxcode("optimize", str(problem), "--store", str(tmp_path / "s.db"))
-    assert done.returncode == 2 and "cannot be searched yet" in done.stderr
     broken = _write(tmp_path, "3_Bad.py", "class Model(:\n")
     done = run_maxcode("eval", str(broken), str(candidate))
     assert done.returncode == 2 and "syntax error" in done.stderr and "Traceback" not in done.stderr
+    incomplete = _write(tmp_path, "4_NoInputs.py", PROBLEM.replace("def get_inputs", "def inputs"))
+    done = run_maxcode("optimize", str(incomplete), "--store", str(tmp_path / "s.db"))
+    assert done.returncode == 2 and "missing get_inputs()" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_level_folder_is_a_bench_suite_in_id_order(tmp_path: Path) -> None:
+    from maxcode.bench.suite import expand_suite
+
+    for name in ("10_B.py", "2_A.py", "1_C.py"):
+        _write(tmp_path / "level1", name)
+    (tmp_path / "level1" / "notes.py").write_text("# not a problem\n")
+    expanded = expand_suite([str(tmp_path / "level1")])
+    assert [Path(spec).name for spec in expanded] == ["1_C.py", "2_A.py", "10_B.py"]
+    one = _write(tmp_path, "3_D.py")
+    assert expand_suite([str(one)]) == [str(one)]

@@ -6,20 +6,27 @@ import json
 from pathlib import Path
 
 from maxcode.errors import TaskError
+from maxcode.tasks.kernelbench import PROBLEM_FILE, kernelbench_suite
 
 
 def expand_suite(specs: list[str]) -> list[str]:
     """Task specs for every task the arguments name, in order.
 
     A task folder is one task; a folder whose sub-folders are task folders is a suite; a
-    ``FILE.jsonl`` is every row (``FILE.jsonl#N``); a ``FILE.jsonl#N`` is one row.
+    KernelBench level folder (``<id>_<Name>.py`` files) is a suite in id order; a KernelBench
+    ``.py`` file is one task; a ``FILE.jsonl`` is every row (``FILE.jsonl#N``); a
+    ``FILE.jsonl#N`` is one row.
     """
     tasks: list[str] = []
     for spec in specs:
         path = Path(spec)
         one_row = "#" in spec and spec.split("#", 1)[0].endswith(".jsonl")
-        if one_row or (path.is_dir() and (path / "task.toml").is_file()):
+        task_folder = path.is_dir() and (path / "task.toml").is_file()
+        problem_file = path.is_file() and path.suffix == ".py"
+        if one_row or task_folder or problem_file:
             tasks.append(spec)
+        elif path.is_dir() and any(PROBLEM_FILE.match(child.name) for child in path.iterdir()):
+            tasks += [str(problem) for problem in kernelbench_suite(path)]
         elif path.is_dir():
             found = sorted(child for child in path.iterdir() if (child / "task.toml").is_file())
             if not found:

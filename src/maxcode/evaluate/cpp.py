@@ -191,7 +191,7 @@ def evaluate_cpp(
         return _compile_failure(base, candidate_build)
     programs = _Programs(_install(reference_build.binary), _install(candidate_build.binary))
     try:
-        runner = _Runner(sandbox, task, cpu=_timing_cpu() if cpu is None else cpu)
+        runner = _Runner(sandbox, task, cpu=timing_cpu() if cpu is None else cpu)
         outcomes = _correctness_round(runner, task, programs)
         passed = sum(outcome.status == "passed" for outcome in outcomes)
         if passed < len(task.tests):
@@ -445,7 +445,7 @@ def _median(samples: list[float]) -> float:
     return max(statistics.median(samples), TIMING_FLOOR_S)
 
 
-def _timing_cpu() -> int | None:
+def timing_cpu() -> int | None:
     """The CPU timed runs are pinned to: the last one this process may use."""
     try:
         allowed = sorted(os.sched_getaffinity(0))

@@ -40,6 +40,7 @@ from typing import Any
 
 from maxcode.config import cache_dir
 from maxcode.errors import MaxcodeError, TaskError
+from maxcode.evaluate.cpp import timing_cpu
 from maxcode.evaluate.sandbox import (
     Limits,
     Run,
@@ -187,8 +188,11 @@ def evaluate_kernelbench(
     sandbox: Sandbox | None = None,
     cpu: int | None = None,
 ) -> Feedback:
-    """Judge ``candidate`` (Python source defining ``ModelNew``) against the task's ``Model``."""
+    """Judge ``candidate`` (Python source defining ``ModelNew``) against the task's ``Model``;
+    both are pinned to ``cpu`` (None: the last CPU this process may use)."""
     settings = settings or KernelBenchSettings()
+    if cpu is None:
+        cpu = timing_cpu()
     torch = check_device(settings.device)
     sandbox = sandbox or Sandbox()
     python_paths = _python_paths()

@@ -18,7 +18,7 @@ from maxcode.tasks.model import Task
 KERNELBENCH_TIMEOUT_S = 600.0
 KERNELBENCH_MEMORY_MB = 16384
 REQUIRED_FUNCTIONS = ("get_inputs", "get_init_inputs")
-_PROBLEM_FILE = re.compile(r"^(\d+)_.*\.py$")
+PROBLEM_FILE = re.compile(r"^(\d+)_.*\.py$")
 
 
 def shape_constants(source: str) -> dict[str, int]:
@@ -88,7 +88,7 @@ def kernelbench_suite(folder: Path) -> list[Path]:
     found = [
         (int(match.group(1)), entry)
         for entry in folder.iterdir()
-        if entry.is_file() and (match := _PROBLEM_FILE.match(entry.name))
+        if entry.is_file() and (match := PROBLEM_FILE.match(entry.name))
     ]
     if not found:
         raise TaskError(f"{folder}: no KernelBench problem files (<id>_<Name>.py)")

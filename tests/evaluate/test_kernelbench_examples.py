@@ -1,0 +1,145 @@
+"""The bundled KernelBench problems against hand-written custom kernels.
+
+CPU: each problem's C++ ``ModelNew`` (``tests/fixtures/kernelbench/<problem>/cpu.py``) is built
+with ``load_inline`` inside the sandbox and must be correct; the builds are made once for the
+module (two at a time) and a second evaluation must reuse its cached build.
+CUDA (``gpu`` marker, opt-in with ``MAXCODE_TEST_GPU=1`` on a machine with a GPU): each
+problem's CUDA ``ModelNew`` must be correct, and a side-stream cheat must gain nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from maxcode.evaluate import evaluate_task
+from maxcode.tasks import kernelbench_suite, load_task
+from maxcode.types import Feedback
+from tests.helpers import REPO
+
+pytest.importorskip("torch")
+
+EXAMPLES = REPO / "examples" / "kernelbench"
+FIXTURES = REPO / "tests" / "fixtures" / "kernelbench"
+PROBLEMS = kernelbench_suite(EXAMPLES)
+BROKEN_CPP = '''import torch
+from torch.utils.cpp_extension import load_inline
+
+_kernel = load_inline(
+    name="maxcode_test_broken",
+    cpp_sources="torch::Tensor run(torch::Tensor x) { return x + undefined_name; }",
+    functions=["run"],
+)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return _kernel.run(x)
+'''
+
+
+def _evaluate(problem: Path, source: str, cpu: int | None) -> Feedback:
+    return evaluate_task(load_task(str(problem)), source, repeats=10, cpu=cpu)
+
+
+@pytest.fixture(scope="module")
+def cpu_results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
+    """Every CPU fixture evaluated once (two builds at a time), the first one a second time,
+    and a candidate whose C++ does not compile; all sharing one build cache."""
+    home = tmp_path_factory.mktemp("kernelbench-home")
+    saved = os.environ.get("MAXCODE_HOME")
+    os.environ["MAXCODE_HOME"] = str(home)
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+        jobs = [(problem, (FIXTURES / problem.stem / "cpu.py").read_text()) for problem in PROBLEMS]
+        jobs.append((PROBLEMS[0], BROKEN_CPP))
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            futures = [
+                pool.submit(_evaluate, problem, source, cpus[number % len(cpus)])
+                for number, (problem, source) in enumerate(jobs)
+            ]
+            feedback = [future.result() for future in futures]
+        builds = sorted(home.glob("cache/kernelbench/cand-*/extensions/**/*.so"))
+        stamps = {path: path.stat().st_mtime_ns for path in builds}
+        again = _evaluate(PROBLEMS[0], jobs[0][1], None)
+        yield {
+            "feedback": dict(zip([problem.stem for problem in PROBLEMS], feedback)),
+            "broken": feedback[-1],
+            "builds": stamps,
+            "again": again,
+        }
+    finally:
+        if saved is None:
+            os.environ.pop("MAXCODE_HOME", None)
+        else:
+            os.environ["MAXCODE_HOME"] = saved
+
+
+def test_six_bundled_problems_in_kernelbench_format() -> None:
+    assert [problem.name.split("_", 1)[0] for problem in PROBLEMS] == [str(n) for n in range(1, 7)]
+    for problem in PROBLEMS:
+        task = load_task(str(problem))
+        assert task.kind == "kernelbench" and task.description
+        assert (FIXTURES / problem.stem / "cpu.py").is_file()
+        assert (FIXTURES / problem.stem / "cuda.py").is_file()
+
+
+@pytest.mark.parametrize("problem", [problem.stem for problem in PROBLEMS])
+def test_the_cpu_kernel_of_each_problem_is_correct(
+    cpu_results: dict[str, object], problem: str
+) -> None:
+    feedback = cpu_results["feedback"][problem]  # type: ignore[index]
+    assert feedback.compiled, feedback.compile_output
+    assert feedback.correct, feedback.error
+    assert feedback.speedup > 0 and feedback.timings["candidate"].trials >= 10
+    # The bundled problems are sound tasks: none of the screening findings fires.
+    assert not [flag for flag in feedback.flags if flag.startswith("task:")], feedback.flags
+
+
+def test_a_cached_build_is_reused(cpu_results: dict[str, object]) -> None:
+    builds = cpu_results["builds"]
+    assert len(builds) == len(PROBLEMS)  # type: ignore[arg-type]
+    again = cpu_results["again"]
+    assert again.correct  # type: ignore[attr-defined]
+    for path, stamp in builds.items():  # type: ignore[attr-defined]
+        assert path.stat().st_mtime_ns == stamp, f"{path} was rebuilt"
+
+
+def test_a_cpp_compile_error_is_reported_with_the_compiler_output(
+    cpu_results: dict[str, object],
+) -> None:
+    broken = cpu_results["broken"]
+    assert not broken.compiled and broken.error.kind == "compile_error"  # type: ignore[attr-defined]
+    assert "undefined_name" in broken.compile_output  # type: ignore[attr-defined]
+    assert len(broken.compile_output) < 4200  # type: ignore[attr-defined]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("problem", [problem.stem for problem in PROBLEMS])
+def test_the_cuda_kernel_of_each_problem_is_correct(problem: str) -> None:
+    source = (FIXTURES / problem / "cuda.py").read_text()
+    task = load_task(str(EXAMPLES / f"{problem}.py"))
+    feedback = evaluate_task(task, source, device="cuda", compile_baseline=True)
+    assert feedback.compiled, feedback.compile_output
+    assert feedback.correct, feedback.error
+    assert feedback.device == "cuda" and feedback.timings["candidate"].trials >= 100
+    print(
+        f"{problem}: eager {feedback.timings['reference'].median_s * 1e3:.4f} ms, "
+        f"compile {feedback.timings['compile'].median_s * 1e3:.4f} ms, "
+        f"candidate {feedback.timings['candidate'].median_s * 1e3:.4f} ms, "
+        f"speedup {feedback.speedup:.2f}x (vs compile {feedback.speedup_vs_compile:.2f}x)"
+    )
+
+
+@pytest.mark.gpu
+def test_work_on_a_side_stream_is_timed() -> None:
+    cheats = FIXTURES / "cheats"
+    task = load_task(str(cheats / "problem.py"))
+    feedback = evaluate_task(task, (cheats / "side_stream.py").read_text(), device="cuda")
+    # Ten times the work on a side stream: either the output was read before it was ready
+    # (wrong), or the device-wide sync put the work inside the timing (slower than eager).
+    assert not feedback.correct or feedback.speedup < 1.0, feedback.timings

@@ -26,7 +26,7 @@ pytest.importorskip("torch")
 EXAMPLES = REPO / "examples" / "kernelbench"
 FIXTURES = REPO / "tests" / "fixtures" / "kernelbench"
 PROBLEMS = kernelbench_suite(EXAMPLES)
-BROKEN_CPP = '''import torch
+BROKEN_CPP = """import torch
 from torch.utils.cpp_extension import load_inline
 
 _kernel = load_inline(
@@ -39,7 +39,7 @@ _kernel = load_inline(
 class ModelNew(torch.nn.Module):
     def forward(self, x):
         return _kernel.run(x)
-'''
+"""
 
 
 def _evaluate(problem: Path, source: str, cpu: int | None) -> Feedback:

@@ -141,6 +141,13 @@ TOLERANCE_OPTION = click.option(
     help="KernelBench: also time torch.compile of the reference.",
 )
 @TOLERANCE_OPTION
+@click.option(
+    "--compile-only",
+    is_flag=True,
+    envvar="MAXCODE_COMPILE_ONLY",
+    help="KernelBench: only build the candidate's extensions (with --device cuda: nvcc, no GPU "
+    "needed); nothing is run.",
+)
 def eval_command(
     task: str,
     candidate: Path,
@@ -153,6 +160,7 @@ def eval_command(
     scale: float | None,
     compile_baseline: bool,
     tolerance: float | None,
+    compile_only: bool,
 ) -> None:
     """Check CANDIDATE against TASK's reference and measure its speedup."""
     from maxcode.evaluate import evaluate
@@ -168,6 +176,7 @@ def eval_command(
         scale=scale or 1.0,
         compile_baseline=compile_baseline,
         tolerance=tolerance,
+        compile_only=compile_only,
     )
     if as_json:
         click.echo(json.dumps(feedback.model_dump(mode="json")))

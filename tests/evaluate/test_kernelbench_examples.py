@@ -10,6 +10,7 @@ problem's CUDA ``ModelNew`` must be correct, and a side-stream cheat must gain n
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -143,3 +144,65 @@ def test_work_on_a_side_stream_is_timed() -> None:
     # Ten times the work on a side stream: either the output was read before it was ready
     # (wrong), or the device-wide sync put the work inside the timing (slower than eager).
     assert not feedback.correct or feedback.speedup < 1.0, feedback.timings
+
+
+def _nvcc_missing() -> bool:
+    return shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").is_file()
+
+
+requires_nvcc = pytest.mark.skipif(_nvcc_missing(), reason="nvcc (the CUDA toolkit) is missing")
+BROKEN_CUDA = '''import torch
+from torch.utils.cpp_extension import load_inline
+
+_kernel = load_inline(
+    name="maxcode_test_broken_cuda",
+    cpp_sources="torch::Tensor run(torch::Tensor x);",
+    cuda_sources="""
+__global__ void twice(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0f * x[i] + missing_bias;
+}
+torch::Tensor run(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    twice<<<(x.numel() + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+    return y;
+}
+""",
+    functions=["run"],
+)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return _kernel.run(x)
+'''
+
+
+def _compile_check(problem: str, source: str) -> Feedback:
+    task = load_task(str(EXAMPLES / f"{problem}.py"))
+    return evaluate_task(task, source, device="cuda", compile_only=True)
+
+
+@requires_nvcc
+def test_a_cuda_candidate_that_does_not_compile_is_named_by_nvcc_without_a_gpu() -> None:
+    feedback = _compile_check(PROBLEMS[0].stem, BROKEN_CUDA)
+    assert not feedback.compiled and feedback.error is not None
+    assert feedback.error.kind == "compile_error"
+    assert "missing_bias" in feedback.error.message and "cuda.cu(" in feedback.error.message
+
+
+@requires_nvcc
+@pytest.mark.parametrize(
+    "problem",
+    [
+        pytest.param(problem.stem, marks=[] if number == 0 else [pytest.mark.slow])
+        for number, problem in enumerate(PROBLEMS)
+    ],
+)
+def test_the_cuda_kernels_compile_without_a_gpu(problem: str) -> None:
+    """Each bundled CUDA ModelNew goes through nvcc (about a minute each here: the first one by
+    default, the others with the slow tests)."""
+    feedback = _compile_check(problem, (FIXTURES / problem / "cuda.py").read_text())
+    assert feedback.compiled, feedback.compile_output
+    assert not feedback.correct and feedback.speedup == 0.0
+    assert any(flag.startswith("compile-only: extensions compiled") for flag in feedback.flags)

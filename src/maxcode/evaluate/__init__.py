@@ -42,10 +42,12 @@ def evaluate_task(
     cpu: int | None = None,
     compile_baseline: bool = False,
     tolerance: float | None = None,
+    compile_only: bool = False,
 ) -> Feedback:
     """Judge a candidate's source against a loaded task (``cpu``: where timed runs are pinned;
     None picks one). KernelBench only: ``compile_baseline`` also times ``torch.compile`` of the
-    reference; ``tolerance`` replaces the per-dtype defaults."""
+    reference; ``tolerance`` replaces the per-dtype defaults; ``compile_only`` builds the
+    candidate's extensions and runs nothing."""
     if task.kind == "cpp":
         if device != "cpu":
             raise MaxcodeError(
@@ -58,7 +60,11 @@ def evaluate_task(
         if metric != "wall":
             raise MaxcodeError(f"{task.name}: KernelBench tasks are timed (--metric wall)")
         settings = KernelBenchSettings(
-            device=device, trials=repeats, compile_baseline=compile_baseline, tolerance=tolerance
+            device=device,
+            trials=repeats,
+            compile_baseline=compile_baseline,
+            tolerance=tolerance,
+            compile_only=compile_only,
         )
         return evaluate_kernelbench(
             task, candidate_source, settings=settings, sandbox=sandbox, cpu=cpu
@@ -78,6 +84,7 @@ def evaluate(
     scale: float = 1.0,
     compile_baseline: bool = False,
     tolerance: float | None = None,
+    compile_only: bool = False,
 ) -> Feedback:
     """``maxcode eval``: load the task and the candidate file, then judge the candidate."""
     if metric not in ("wall", "instructions"):
@@ -102,4 +109,5 @@ def evaluate(
         sandbox=sandbox,
         compile_baseline=compile_baseline,
         tolerance=tolerance,
+        compile_only=compile_only,
     )

@@ -81,6 +81,9 @@ class KernelBenchSettings:
     """atol = rtol for floating outputs; None: by dtype (``DEFAULT_TOLERANCE``)."""
     budget_s: float = 1.0
     """Seconds of timed calls aimed at per program, when ``trials`` is None."""
+    compile_only: bool = False
+    """Only compile the candidate's extensions (nvcc for CUDA sources): no GPU needed, nothing
+    run, no reward."""
 
     def worker_timing(self) -> dict[str, Any]:
         """The worker's timing settings: CUDA takes at least 100 trials, as KernelBench does."""
@@ -167,17 +170,30 @@ def _python_paths() -> list[Path]:
     return kept
 
 
-def check_device(device: str) -> Any:
-    """PyTorch, once it is known to be installed and to reach ``device`` (else a clear error)."""
+def check_device(device: str, compile_only: bool = False) -> Any:
+    """PyTorch, once it is known to be installed and to reach ``device`` (else a clear error);
+    ``compile_only`` needs a compiler for the device instead of the device."""
     if device not in ("cpu", "cuda"):
         raise MaxcodeError(f"unknown device {device!r} (cpu or cuda)")
     if importlib.util.find_spec("torch") is None:
         raise TaskError("KernelBench tasks need PyTorch: pip install 'maxcode[torch]'")
     import torch
 
-    if device == "cuda" and not torch.cuda.is_available():
-        raise MaxcodeError("--device cuda: this machine has no CUDA GPU that PyTorch can use")
+    if compile_only:
+        if device == "cuda" and _nvcc() is None:
+            raise MaxcodeError("--compile-only --device cuda needs nvcc (the CUDA toolkit)")
+    elif device == "cuda" and not torch.cuda.is_available():
+        hint = " (--compile-only checks that a CUDA candidate builds)" if _nvcc() else ""
+        raise MaxcodeError(
+            f"--device cuda: this machine has no CUDA GPU that PyTorch can use{hint}"
+        )
     return torch
+
+
+def _nvcc() -> str | None:
+    return shutil.which("nvcc") or next(
+        (str(path) for path in [Path("/usr/local/cuda/bin/nvcc")] if path.is_file()), None
+    )
 
 
 def evaluate_kernelbench(
@@ -193,7 +209,7 @@ def evaluate_kernelbench(
     settings = settings or KernelBenchSettings()
     if cpu is None:
         cpu = timing_cpu()
-    torch = check_device(settings.device)
+    torch = check_device(settings.device, settings.compile_only)
     sandbox = sandbox or Sandbox()
     python_paths = _python_paths()
     if (
@@ -224,6 +240,15 @@ def evaluate_kernelbench(
             **settings.worker_timing(),
         }
         runner = _WorkerRunner(sandbox, task, settings, job, python_paths, cpu)
+        verdict = _Judge(torch, task, settings, digest, flags, sandbox.isolation)
+        if settings.compile_only:
+            stubs = importlib.resources.files("maxcode.evaluate").joinpath("cuda_stubs")
+            shutil.copytree(str(stubs), job / "stubs")
+            os.chmod(job / "stubs", 0o755)
+            checked = runner.run(
+                "compile_check", {**common, "stubs": str(job / "stubs")}, _cache_folder("cc", "")
+            )
+            return verdict.compile_check(checked)
         reference = runner.run(
             "reference",
             {**common, "compile_baseline": settings.compile_baseline},
@@ -239,7 +264,6 @@ def evaluate_kernelbench(
             "keep_positions": None if len(positions) == trials else positions,
         }
         judged = runner.run("candidate", {**common, **matching}, _cache_folder("cand", candidate))
-        verdict = _Judge(torch, task, settings, digest, flags, sandbox.isolation)
         return verdict.judge(reference, judged)
     finally:
         shutil.rmtree(job, ignore_errors=True)
@@ -440,6 +464,27 @@ class _Judge:
             candidate_cost=None,
             error=ErrorInfo(kind=kind, message=message),
             **fields,
+        )
+
+    def compile_check(self, side: _Side) -> Feedback:
+        """The verdict of ``--compile-only``: built or not, nothing run, no reward."""
+        early = self._run_failure(side)
+        if early is not None and not early.compiled:
+            return early
+        if side.report.get("stage") != "ok":
+            message = early.error.message if early and early.error else "the check failed"
+            return self.failed("compile_error", message, compiled=False)
+        names = ", ".join(side.report.get("checked") or []) or "none"
+        self.flags.append(
+            f"compile-only: extensions compiled ({names}); nothing was run, so no reward"
+        )
+        return self.make(
+            compiled=True,
+            correct=False,
+            speedup=0.0,
+            reference_cost=None,
+            candidate_cost=None,
+            tests_passed=0,
         )
 
     def judge(self, reference: _Side, candidate: _Side) -> Feedback:

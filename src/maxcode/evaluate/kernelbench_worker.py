@@ -107,6 +107,9 @@ def main(spec_path: str) -> int:
 
 
 def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
+    if spec["role"] == "compile_check":
+        _compile_check(spec, result)
+        return
     import torch
 
     device = torch.device(spec["device"])
@@ -228,6 +231,111 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
                 times["compile"] = timing.run(compiled, "C", None, len(times[label]))
     result["times"] = times
     torch.save(saved, "tensors.pt")
+
+
+# What torch's own CUDA extension builds pass to nvcc.
+_NVCC_FLAGS = [
+    "-D__CUDA_NO_HALF_OPERATORS__",
+    "-D__CUDA_NO_HALF_CONVERSIONS__",
+    "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+    "-D__CUDA_NO_HALF2_OPERATORS__",
+    "--expt-relaxed-constexpr",
+    "-Xcompiler",
+    "-fPIC",
+]
+
+
+def _compile_check(spec: dict[str, Any], result: dict[str, Any]) -> None:
+    """Compile the sources of every ``load_inline`` call of the candidate without loading them
+    (for CUDA candidates on a machine with nvcc and no GPU): the call is recorded instead of
+    built, then its sources are written as torch writes them and compiled one by one."""
+    import subprocess
+    import sysconfig
+
+    import torch
+    import torch.utils.cpp_extension as extension
+
+    calls: list[dict[str, Any]] = []
+
+    class _NotLoaded:
+        def __getattr__(self, name: str) -> Callable[..., Any]:
+            def refuse(*args: Any, **kwargs: Any) -> Any:
+                raise RuntimeError("compile check: the extension is built, not loaded")
+
+            return refuse
+
+    def record(name: str, cpp_sources: Any, cuda_sources: Any = None, **options: Any) -> Any:
+        calls.append({"name": name, "cpp": cpp_sources, "cuda": cuda_sources, **options})
+        return _NotLoaded()
+
+    extension.load_inline = record  # type: ignore[assignment]
+    try:
+        _load_module("maxcode_candidate", spec["candidate"], spec["overrides"])
+    except SyntaxError as error:
+        message = f"candidate.py:{error.lineno}: syntax error: {error.msg}"
+        raise _Failure("compile_error", message) from None
+    except BaseException as error:  # only fatal when nothing was recorded
+        if not calls:
+            message = f"{type(error).__name__}: {error}"
+            raise _Failure("compile_error", message, traceback.format_exc(limit=-3)) from None
+    torch_root = os.path.dirname(torch.__file__)
+    includes = [
+        os.path.join(torch_root, "include"),
+        os.path.join(torch_root, "include", "torch", "csrc", "api", "include"),
+        sysconfig.get_paths()["include"],
+        spec["stubs"],
+    ]
+    log: list[str] = []
+    checked: list[str] = []
+    for call in calls:
+        folder = os.path.join(os.getcwd(), "check", str(len(checked)))
+        os.makedirs(folder)
+        common = [f"-I{path}" for path in [*includes, *(call.get("extra_include_paths") or [])]]
+        common += [f"-DTORCH_EXTENSION_NAME={call['name']}", "-DTORCH_API_INCLUDE_EXTENSION_H"]
+        commands = []
+        cpp = _as_list(call["cpp"])
+        functions = call.get("functions")
+        if isinstance(functions, str):
+            functions = [functions]
+        if functions:
+            cpp += ["PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {"]
+            cpp += [f'm.def("{f}", torch::wrap_pybind_function({f}), "{f}");' for f in functions]
+            cpp += ["}"]
+        with open(os.path.join(folder, "main.cpp"), "w", encoding="utf-8") as handle:
+            handle.write("\n".join(["#include <torch/extension.h>", *cpp]))
+        compiler = os.environ.get("CXX", "g++")
+        cflags = list(call.get("extra_cflags") or [])
+        commands.append(
+            [compiler, "-fsyntax-only", "-std=c++20", "-fPIC", *common, *cflags, "main.cpp"]
+        )
+        cuda = _as_list(call["cuda"])
+        if cuda:
+            headers = ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"]
+            with open(os.path.join(folder, "cuda.cu"), "w", encoding="utf-8") as handle:
+                handle.write("\n".join([*headers, *cuda]))
+            cuda_flags = list(call.get("extra_cuda_cflags") or [])
+            nvcc = ["nvcc", "-c", "cuda.cu", "-o", "cuda.o", "-std=c++20", *_NVCC_FLAGS]
+            commands.append([*nvcc, *common, *cuda_flags])
+        for command in commands:
+            done = subprocess.run(
+                command, cwd=folder, capture_output=True, text=True, errors="replace", check=False
+            )
+            output = (done.stdout + done.stderr).strip()
+            if done.returncode != 0:
+                log.append(f"$ {' '.join(command[:3])} ... ({call['name']})\n{output}")
+                raise _Failure(
+                    "compile_error",
+                    f"extension {call['name']!r} does not compile",
+                    "\n\n".join(log),
+                )
+        checked.append(call["name"])
+    result["checked"] = checked
+
+
+def _as_list(sources: Any) -> list[str]:
+    if sources is None:
+        return []
+    return [sources] if isinstance(sources, str) else [str(source) for source in sources]
 
 
 class _Timing:

@@ -1,0 +1,3 @@
+#pragma once
+// Stub for compile checks (see README.md).
+#include "cusolverDn.h"

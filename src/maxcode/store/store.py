@@ -112,6 +112,21 @@ class _RunCallLog:
         self.store.record_call(self.run_id, call)
 
 
+def _enter_wal(connection: sqlite3.Connection, patience_s: float = 30.0) -> None:
+    """Switch to WAL mode. Two processes creating the same store at once can get "database is
+    locked" here without SQLite's busy handler waiting (the switch needs the file to itself),
+    so wait and try again."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 class RunStore:
     """A SQLite file (WAL mode) that several processes may share."""
 
@@ -122,8 +137,8 @@ class RunStore:
             self._connection = sqlite3.connect(
                 self.path, timeout=30.0, isolation_level=None, check_same_thread=False
             )
-            self._connection.execute("PRAGMA journal_mode=WAL")
             self._connection.execute("PRAGMA busy_timeout=30000")
+            _enter_wal(self._connection)
             self._connection.execute("PRAGMA foreign_keys=ON")
             migrate(self._connection)
         except (sqlite3.Error, OSError) as error:

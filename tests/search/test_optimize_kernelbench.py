@@ -23,6 +23,16 @@ PROBLEM = CHEATS / "problem.py"
 HONEST = (CHEATS / "honest.py").read_text()
 ZEROS = (CHEATS / "zeros.py").read_text()
 CRITIC_MARK = "critic-says-4c1d"
+# The cheats' problem with a row-by-row forward: the honest rewrite (one matrix product) is
+# clearly faster, whatever the noise of the machine.
+ROW_BY_ROW = (
+    (CHEATS / "problem.py")
+    .read_text()
+    .replace(
+        "return torch.tanh(x @ self.weight) * 2.0",
+        "return torch.stack([torch.tanh(row @ self.weight) * 2.0 for row in x])",
+    )
+)
 
 
 def fenced(source: str) -> str:
@@ -63,8 +73,11 @@ def optimize(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_optimize_a_kernelbench_problem_with_an_llm(server: FakeLLMServer, tmp_path: Path) -> None:
     best = tmp_path / "best.py"
+    problem = tmp_path / "1_RowByRow.py"
+    problem.write_text(ROW_BY_ROW)
+    assert "for row in x" in ROW_BY_ROW
     done = optimize(
-        str(PROBLEM), "--model", "openai/gpt-4o-mini", "--base-url", server.url,
+        str(problem), "--model", "openai/gpt-4o-mini", "--base-url", server.url,
         "--method", "cuda-llm", "--observation", "feedback,trajectory,critique,best",
         "--depth", "2", "--candidates", "2", "--repeats", "10",
         "--store", str(tmp_path / "runs.db"), "--output", str(best), "--json",
@@ -73,7 +86,7 @@ def test_optimize_a_kernelbench_problem_with_an_llm(server: FakeLLMServer, tmp_p
     result = json.loads(done.stdout)
     assert result["status"] == "done"
     assert result["evaluations"] == 2  # the zeros cheat and the honest program, each once
-    assert result["best_speedup"] > 0
+    assert result["best_speedup"] > 1.5
     assert best.read_text() == HONEST
 
     prompts = [
@@ -83,7 +96,7 @@ def test_optimize_a_kernelbench_problem_with_an_llm(server: FakeLLMServer, tmp_p
     ]
     system, first = prompts[0][0]["content"], prompts[0][-1]["content"]
     assert "ModelNew" in system and "one CPU core" in system and "load_inline" in system
-    assert "```python" in first and "class Model(nn.Module)" in first
+    assert "```python" in first and "for row in x" in first
     second = prompts[1][-1]["content"]
     assert CRITIC_MARK in second
     # The zeros cheat's verdict and the honest program's timings reach the next prompt.

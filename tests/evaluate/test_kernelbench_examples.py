@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from maxcode.evaluate import evaluate_task
+from maxcode.evaluate import evaluate_task, prebuild_task
 from maxcode.tasks import kernelbench_suite, load_task
 from maxcode.types import Feedback
 from tests.helpers import REPO
@@ -67,7 +67,14 @@ def cpu_results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
         builds = sorted(home.glob("cache/kernelbench/cand-*/extensions/**/*.so"))
         stamps = {path: path.stat().st_mtime_ns for path in builds}
         again = _evaluate(PROBLEMS[0], jobs[0][1], None)
+        task = load_task(str(PROBLEMS[0]))
+        prebuilt = {
+            "cached": prebuild_task(task, jobs[0][1]),
+            "broken": prebuild_task(task, BROKEN_CPP),
+            "nothing to build": prebuild_task(task, "class ModelNew: pass\n"),
+        }
         yield {
+            "prebuilt": prebuilt,
             "feedback": dict(zip([problem.stem for problem in PROBLEMS], feedback)),
             "broken": feedback[-1],
             "builds": stamps,
@@ -107,6 +114,17 @@ def test_a_cached_build_is_reused(cpu_results: dict[str, object]) -> None:
     again = cpu_results["again"]
     assert again.correct  # type: ignore[attr-defined]
     for path, stamp in builds.items():  # type: ignore[attr-defined]
+        assert path.stat().st_mtime_ns == stamp, f"{path} was rebuilt"
+
+
+def test_a_build_step_apart_from_the_evaluation_reuses_the_cache_and_reports_failures(
+    cpu_results: dict[str, object],
+) -> None:
+    prebuilt = cpu_results["prebuilt"]
+    assert prebuilt["cached"] is None and prebuilt["nothing to build"] is None  # type: ignore[index]
+    broken = prebuilt["broken"]  # type: ignore[index]
+    assert not broken.compiled and "undefined_name" in broken.compile_output
+    for path, stamp in cpu_results["builds"].items():  # type: ignore[attr-defined]
         assert path.stat().st_mtime_ns == stamp, f"{path} was rebuilt"
 
 

@@ -9,7 +9,12 @@ from maxcode.errors import MaxcodeError
 from maxcode.evaluate.build import CompileResult, build_cpp
 from maxcode.evaluate.compare import Comparison, compare_output
 from maxcode.evaluate.cpp import evaluate_cpp
-from maxcode.evaluate.kernelbench import KernelBenchSettings, evaluate_kernelbench
+from maxcode.evaluate.kernelbench import (
+    KernelBenchSettings,
+    build_kernelbench,
+    evaluate_kernelbench,
+    needs_build,
+)
 from maxcode.evaluate.sandbox import Isolation, Limits, Sandbox, SandboxResult, detect_isolation
 from maxcode.tasks import Task, load_task
 from maxcode.types import Feedback, Metric
@@ -28,6 +33,7 @@ __all__ = [
     "evaluate_cpp",
     "evaluate_kernelbench",
     "evaluate_task",
+    "prebuild_task",
 ]
 
 
@@ -70,6 +76,19 @@ def evaluate_task(
             task, candidate_source, settings=settings, sandbox=sandbox, cpu=cpu
         )
     raise MaxcodeError(f"{task.name}: unknown task kind {task.kind}")
+
+
+def prebuild_task(
+    task: Task, candidate_source: str, *, device: str = "cpu", sandbox: Sandbox | None = None
+) -> Feedback | None:
+    """Build what a candidate compiles, apart from its evaluation (no timing, every CPU), so
+    that builds can overlap other evaluations' timing on a GPU. Returns the verdict when the
+    build fails; None when there was nothing to build or the build is cached for the
+    evaluation."""
+    if task.kind != "kernelbench" or not needs_build(candidate_source):
+        return None
+    settings = KernelBenchSettings(device=device)
+    return build_kernelbench(task, candidate_source, settings=settings, sandbox=sandbox)
 
 
 def evaluate(

@@ -196,6 +196,67 @@ def _nvcc() -> str | None:
     )
 
 
+def needs_build(candidate: str) -> bool:
+    """Whether importing the candidate compiles extensions (worth a build step of its own)."""
+    return "cpp_extension" in candidate or "load_inline" in candidate
+
+
+def build_kernelbench(
+    task: Task,
+    candidate: str,
+    *,
+    settings: KernelBenchSettings | None = None,
+    sandbox: Sandbox | None = None,
+) -> Feedback | None:
+    """Build the candidate's extensions into the cache, with every CPU (no timing happens);
+    returns the verdict when the build fails, None when the evaluation may go ahead."""
+    settings = settings or KernelBenchSettings()
+    torch = check_device(settings.device, settings.compile_only)
+    sandbox = sandbox or Sandbox()
+    job = _Job.write(task, candidate)
+    try:
+        runner = _WorkerRunner(sandbox, task, settings, job.folder, _python_paths(), None)
+        built = runner.run("build", job.spec(task, settings), _cache_folder("cand", candidate))
+    finally:
+        job.remove()
+    if built.report.get("stage") == "ok":
+        return None
+    digest = hashlib.sha256(candidate.encode()).hexdigest()
+    verdict = _Judge(torch, task, settings, digest, _isolation_flags(sandbox), sandbox.isolation)
+    return verdict._run_failure(built) or verdict.failed("runtime_error", "the build failed")
+
+
+@dataclass(frozen=True)
+class _Job:
+    """The read-only folder a worker reads: the problem, the candidate, the worker itself."""
+
+    folder: Path
+    seeds: _Seeds
+
+    @classmethod
+    def write(cls, task: Task, candidate: str) -> _Job:
+        folder = make_scratch("maxcode-kb-job-")
+        os.chmod(folder, 0o755)
+        _write(folder / "problem.py", task.reference)
+        _write(folder / "candidate.py", candidate)
+        worker = importlib.resources.files("maxcode.evaluate").joinpath("kernelbench_worker.py")
+        _write(folder / "worker.py", worker.read_text(encoding="utf-8"))
+        return cls(folder, _Seeds.fresh())
+
+    def spec(self, task: Task, settings: KernelBenchSettings) -> dict[str, Any]:
+        return {
+            "problem": str(self.folder / "problem.py"),
+            "candidate": str(self.folder / "candidate.py"),
+            "overrides": dict(task.extra.get("overrides") or {}),  # type: ignore[call-overload]
+            "device": settings.device,
+            **self.seeds.as_spec(),
+            **settings.worker_timing(),
+        }
+
+    def remove(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
 def evaluate_kernelbench(
     task: Task,
     candidate: str,
@@ -223,22 +284,10 @@ def evaluate_kernelbench(
         )
     digest = hashlib.sha256(candidate.encode()).hexdigest()
     flags = _isolation_flags(sandbox)
-    seeds = _Seeds.fresh()
-    job = make_scratch("maxcode-kb-job-")
-    os.chmod(job, 0o755)
+    written = _Job.write(task, candidate)
+    job = written.folder
     try:
-        _write(job / "problem.py", task.reference)
-        _write(job / "candidate.py", candidate)
-        worker = importlib.resources.files("maxcode.evaluate").joinpath("kernelbench_worker.py")
-        _write(job / "worker.py", worker.read_text(encoding="utf-8"))
-        common = {
-            "problem": str(job / "problem.py"),
-            "candidate": str(job / "candidate.py"),
-            "overrides": dict(task.extra.get("overrides") or {}),  # type: ignore[call-overload]
-            "device": settings.device,
-            **seeds.as_spec(),
-            **settings.worker_timing(),
-        }
+        common = written.spec(task, settings)
         runner = _WorkerRunner(sandbox, task, settings, job, python_paths, cpu)
         verdict = _Judge(torch, task, settings, digest, flags, sandbox.isolation)
         if settings.compile_only:
@@ -266,7 +315,7 @@ def evaluate_kernelbench(
         judged = runner.run("candidate", {**common, **matching}, _cache_folder("cand", candidate))
         return verdict.judge(reference, judged)
     finally:
-        shutil.rmtree(job, ignore_errors=True)
+        written.remove()
 
 
 @dataclass(frozen=True)

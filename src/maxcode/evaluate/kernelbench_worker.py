@@ -18,7 +18,10 @@ Roles:
   before and after the call; timing of eager (and ``torch.compile`` when asked) over rotated
   inputs, and of an identity model (the harness's own overhead per call, for the cross-check).
 - ``candidate``: the candidate's ``ModelNew`` (import = build of its extensions); each check
-  seed run twice (determinism); inputs after the call; timing over the same rotated inputs.
+  seed run twice (determinism); inputs after the call; timing over the same inputs.
+- ``build``: import the candidate only, which builds its extensions into the cache (apart
+  from an evaluation, so that builds can overlap another candidate's timing on a GPU).
+- ``compile_check``: compile the candidate's ``load_inline`` sources without loading them.
 """
 
 from __future__ import annotations
@@ -142,6 +145,9 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
             raise _Failure(
                 "compile_error", message, message + "\n" + traceback.format_exc(limit=-3)
             ) from None
+        if spec["role"] == "build":
+            # Importing built the extensions into the cache; the evaluation will load them.
+            return
         factory = getattr(candidate, "ModelNew", None)
         if factory is None:
             raise _Failure("compile_error", "the candidate defines no ModelNew class")

@@ -2,7 +2,9 @@
 
 Each evaluation already runs its programs in sandboxed subprocesses, so a thread per
 evaluation slot is enough here. Every slot pins its timed runs to a CPU of its own, so that
-two evaluations never time on the same core.
+two evaluations never time on the same core. KernelBench evaluations on a GPU take the GPU one
+at a time; the extensions of a candidate are built before it queues for the GPU, so with
+``--workers N`` the next candidates build on the CPUs while one is timed.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from maxcode.evaluate import Sandbox, evaluate_task
+from maxcode.evaluate import Sandbox, evaluate_task, prebuild_task
 from maxcode.executors.base import EvalJob, Executor
 from maxcode.types import Feedback
 
@@ -61,7 +63,13 @@ class LocalExecutor(Executor):
             try:
                 if job.device != "cuda":
                     return await asyncio.to_thread(self._evaluate, job, cpu)
-                # One GPU: timings on it are taken one evaluation at a time.
+                # One GPU: timings on it are taken one evaluation at a time, while the next
+                # candidates' extensions build on the CPUs.
+                failed = await asyncio.to_thread(
+                    prebuild_task, job.task, job.source, device=job.device, sandbox=self.sandbox
+                )
+                if failed is not None:
+                    return failed
                 async with self._gpu:
                     return await asyncio.to_thread(self._evaluate, job, cpu)
             finally:

@@ -148,6 +148,13 @@ TOLERANCE_OPTION = click.option(
     help="KernelBench: only build the candidate's extensions (with --device cuda: nvcc, no GPU "
     "needed); nothing is run.",
 )
+@click.option(
+    "--profile",
+    is_flag=True,
+    envvar="MAXCODE_PROFILE",
+    help="Add where the time goes: C++ hot lines and cache misses (callgrind); KernelBench "
+    "top operators of reference and candidate (torch.profiler).",
+)
 def eval_command(
     task: str,
     candidate: Path,
@@ -161,6 +168,7 @@ def eval_command(
     compile_baseline: bool,
     tolerance: float | None,
     compile_only: bool,
+    profile: bool,
 ) -> None:
     """Check CANDIDATE against TASK's reference and measure its speedup."""
     from maxcode.evaluate import evaluate
@@ -177,6 +185,7 @@ def eval_command(
         compile_baseline=compile_baseline,
         tolerance=tolerance,
         compile_only=compile_only,
+        profile=profile,
     )
     if as_json:
         click.echo(json.dumps(feedback.model_dump(mode="json")))
@@ -220,6 +229,7 @@ _SEARCH_FLAGS = (
     "scale",
     "compile_baseline",
     "tolerance",
+    "profile",
 )
 
 
@@ -358,6 +368,12 @@ _SEARCH_OPTIONS = [
         help="KernelBench: also time torch.compile of the reference in every evaluation.",
     ),
     TOLERANCE_OPTION,
+    click.option(
+        "--profile/--no-profile",
+        default=None,
+        envvar="MAXCODE_PROFILE",
+        help="Profile every correct candidate for the critic (default: on with an LLM critic).",
+    ),
     click.option(
         "--config",
         "config_file",

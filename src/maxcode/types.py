@@ -12,7 +12,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 FEEDBACK_SCHEMA_VERSION = 2
-"""2: ``device``, ``timings``, ``speedup_vs_compile``, ``shape_scale`` (KernelBench)."""
+"""2: ``device``, ``timings``, ``speedup_vs_compile``, ``shape_scale``, ``profiles``
+(KernelBench); ``cpp_profile``, ``profile_seconds``."""
 
 TestStatus = Literal[
     "passed", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit"
@@ -68,6 +69,87 @@ class TimingStats(_Record):
     own overhead per call; None when not measured."""
 
 
+class OperatorShare(_Record):
+    """One operator or kernel in a profile."""
+
+    name: str
+    """Its name as the profiler gives it (``aten::addmm``, a CUDA kernel's name)."""
+    share: float
+    """Its share of the forward's own time (0 to 1)."""
+    calls: float
+    """How often it runs per forward."""
+
+
+class ForwardProfile(_Record):
+    """Where one forward's time goes (``torch.profiler``), for the critic; never the reward."""
+
+    clock: str
+    """Whose time the shares are of: ``cpu``, or ``cuda`` (kernel time on the GPU)."""
+    top: list[OperatorShare]
+    """The operators (CPU) or kernels (CUDA) with the largest own time, largest first."""
+    launches: float
+    """Kernel launches (CUDA) or top-level operators (CPU) per forward."""
+    allocated_bytes: int
+    """Bytes allocated per forward."""
+
+    def summary(self, count: int = 3) -> str:
+        """One line: the top operators with their shares, launches, memory."""
+        top = ", ".join(f"{op.name} {op.share:.0%}" for op in self.top[:count]) or "nothing"
+        unit = "kernels" if self.clock == "cuda" else "operators"
+        return (
+            f"{top}; {self.launches:.0f} {unit} per call; "
+            f"{self.allocated_bytes / 1e6:.2f} MB allocated"
+        )
+
+
+class HotLine(_Record):
+    """One source line of a C++ candidate in its profile."""
+
+    line: int
+    """Line number in the candidate's source."""
+    share: float
+    """Its share of all instructions the program executed (0 to 1)."""
+    text: str
+    """The line itself (cut to 80 characters)."""
+    l1_misses: int = 0
+    """First-level data-cache misses on this line (reads and writes)."""
+
+
+class FunctionShare(_Record):
+    """One function of a C++ candidate in its profile."""
+
+    name: str
+    """The function's name as valgrind reports it."""
+    share: float
+    """Its share of all instructions (its own, not its callees')."""
+
+
+class CppProfile(_Record):
+    """Where a C++ candidate's instructions go (valgrind callgrind with cache simulation, on its
+    costliest test), for the critic; never the reward."""
+
+    instructions: int
+    """Instructions the whole program executed."""
+    hot_lines: list[HotLine]
+    """The candidate's source lines with the most instructions, most first."""
+    functions: list[FunctionShare]
+    """The functions with the most instructions of their own, most first."""
+    l1_miss_rate: float | None = None
+    """First-level data-cache misses per data access (None when not simulated)."""
+    last_level_miss_rate: float | None = None
+    """Last-level data-cache misses per data access (None when not simulated)."""
+    missing_lines: list[HotLine] = []
+    """The lines with the most first-level data-cache misses, most first."""
+
+    def summary(self, count: int = 3) -> str:
+        """One line: the hottest source lines and the miss rates."""
+        hot = ", ".join(f"line {line.line} {line.share:.0%}" for line in self.hot_lines[:count])
+        text = f"instructions in {hot or 'library code'}"
+        if self.l1_miss_rate is not None:
+            text += f"; L1 miss rate {self.l1_miss_rate:.1%}"
+        return text
+
+
 class Feedback(_Record):
     """The harness's verdict on one candidate against its task's reference."""
 
@@ -118,6 +200,12 @@ class Feedback(_Record):
     """KernelBench: the ``torch.compile`` baseline's cost / the candidate's, when measured."""
     shape_scale: float | None = None
     """KernelBench: the factor the problem's shape constants were scaled by (1: as written)."""
+    profiles: dict[str, ForwardProfile] = {}
+    """KernelBench, when profiling was asked for: ``reference`` and ``candidate`` forwards."""
+    cpp_profile: CppProfile | None = None
+    """C++, when profiling was asked for and the candidate is correct: its hot lines."""
+    profile_seconds: float | None = None
+    """Time spent collecting the profile(s), when asked for."""
 
     def summary(self) -> str:
         """One line for logs and trajectories."""
@@ -126,4 +214,11 @@ class Feedback(_Record):
         if not self.correct:
             what = self.error.message.splitlines()[0] if self.error else "wrong"
             return f"incorrect ({self.tests_passed}/{self.tests_total} tests): {what}"
-        return f"correct, {self.speedup:.2f}x ({self.metric})"
+        line = f"correct, {self.speedup:.2f}x ({self.metric})"
+        if self.cpp_profile is not None and self.cpp_profile.hot_lines:
+            hottest = self.cpp_profile.hot_lines[0]
+            line += f"; hottest line {hottest.line} ({hottest.share:.0%} of instructions)"
+        profile = self.profiles.get("candidate")
+        if profile is not None and profile.top:
+            line += "; time in " + ", ".join(f"{op.name} {op.share:.0%}" for op in profile.top[:2])
+        return line

@@ -241,3 +241,23 @@ def test_cuda_without_a_gpu_is_a_clear_error(tmp_path: Path) -> None:
     result = run_maxcode("eval", str(PROBLEM), str(CHEATS / "honest.py"), "--device", "cuda")
     assert result.returncode == 2
     assert "no CUDA GPU" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_profiles_say_where_each_forward_spends_its_time() -> None:
+    from maxcode.search.observation import describe_feedback
+
+    feedback = judge(CHEATS / "honest.py", profile=True)
+    assert feedback.correct
+    reference, candidate = feedback.profiles["reference"], feedback.profiles["candidate"]
+    # The reference: a matrix product, a tanh and a multiplication, each once per call.
+    names = {op.name for op in reference.top}
+    assert {"aten::tanh", "aten::mul"} <= names and names & {"aten::mm", "aten::addmm"}
+    assert reference.launches == pytest.approx(3.0)
+    assert 0.99 <= sum(op.share for op in reference.top) <= 1.0 + 1e-9
+    assert reference.allocated_bytes > 0 and reference.clock == "cpu"
+    assert {"aten::tanh", "aten::mm"} <= {op.name for op in candidate.top}
+    text = describe_feedback(feedback)
+    assert "Profile of the reference's forward: aten::" in text
+    assert "Profile of the candidate's forward: aten::" in text
+    assert "time in aten::" in feedback.summary()
+    assert judge(CHEATS / "honest.py").profiles == {}

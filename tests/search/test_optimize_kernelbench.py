@@ -102,6 +102,7 @@ def test_optimize_a_kernelbench_problem_with_an_llm(server: FakeLLMServer, tmp_p
     # The zeros cheat's verdict and the honest program's timings reach the next prompt.
     assert "values outside tolerance" in second
     assert "Per call on cpu" in second and "eager" in second
+    assert "Profile of the candidate's forward: aten::" in second
 
 
 def test_optimize_a_kernelbench_problem_offline_with_the_rules_proposer(tmp_path: Path) -> None:

@@ -49,18 +49,25 @@ def evaluate_task(
     compile_baseline: bool = False,
     tolerance: float | None = None,
     compile_only: bool = False,
+    profile: bool = False,
 ) -> Feedback:
     """Judge a candidate's source against a loaded task (``cpu``: where timed runs are pinned;
     None picks one). KernelBench only: ``compile_baseline`` also times ``torch.compile`` of the
     reference; ``tolerance`` replaces the per-dtype defaults; ``compile_only`` builds the
-    candidate's extensions and runs nothing."""
+    candidate's extensions and runs nothing; ``profile`` adds where each forward's time goes."""
     if task.kind == "cpp":
         if device != "cpu":
             raise MaxcodeError(
                 f"{task.name}: C++ tasks run on the CPU; --device {device} is for KernelBench"
             )
         return evaluate_cpp(
-            task, candidate_source, metric=metric, repeats=repeats, sandbox=sandbox, cpu=cpu
+            task,
+            candidate_source,
+            metric=metric,
+            repeats=repeats,
+            sandbox=sandbox,
+            cpu=cpu,
+            profile=profile,
         )
     if task.kind == "kernelbench":
         if metric != "wall":
@@ -71,6 +78,7 @@ def evaluate_task(
             compile_baseline=compile_baseline,
             tolerance=tolerance,
             compile_only=compile_only,
+            profile=profile,
         )
         return evaluate_kernelbench(
             task, candidate_source, settings=settings, sandbox=sandbox, cpu=cpu
@@ -104,6 +112,7 @@ def evaluate(
     compile_baseline: bool = False,
     tolerance: float | None = None,
     compile_only: bool = False,
+    profile: bool = False,
 ) -> Feedback:
     """``maxcode eval``: load the task and the candidate file, then judge the candidate."""
     if metric not in ("wall", "instructions"):
@@ -129,4 +138,5 @@ def evaluate(
         compile_baseline=compile_baseline,
         tolerance=tolerance,
         compile_only=compile_only,
+        profile=profile,
     )

@@ -25,6 +25,7 @@ import shutil
 import signal
 import statistics
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,15 +33,26 @@ from typing import Any, cast
 
 from maxcode.config import cache_dir
 from maxcode.errors import TaskError
-from maxcode.evaluate.build import BINARY_NAME, CompileResult, build_cpp
+from maxcode.evaluate.build import BINARY_NAME, SOURCE_NAME, CompileResult, build_cpp
 from maxcode.evaluate.compare import compare_output
+from maxcode.evaluate.profile import cpp_profile, parse_callgrind
 from maxcode.evaluate.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
 from maxcode.tasks.model import Task, TestCase
-from maxcode.types import ErrorInfo, ErrorKind, Feedback, Metric, TestOutcome, TestStatus
+from maxcode.types import (
+    CppProfile,
+    ErrorInfo,
+    ErrorKind,
+    Feedback,
+    Metric,
+    TestOutcome,
+    TestStatus,
+)
 
 IMPLAUSIBLE_SPEEDUP = 100.0
 TIMING_FLOOR_S = 1e-4
 VALGRIND_SLOWDOWN = 60
+PROFILE_DUMP = "callgrind.out"
+_PROFILE_DUMP_CHARS = 32 << 20
 _DETAILED_FAILURES = 3
 _STDERR_IN_DETAIL = 300
 _INSTRUCTION_LINE = re.compile(r"==\d+== I\s+refs:\s+([\d,]+)")
@@ -171,9 +183,11 @@ def evaluate_cpp(
     repeats: int | None = None,
     sandbox: Sandbox | None = None,
     cpu: int | None = None,
+    profile: bool = False,
 ) -> Feedback:
     """Judge ``candidate`` (C++ source) against ``task``'s reference; timed runs are pinned
-    to ``cpu`` (None: the last CPU this process may use)."""
+    to ``cpu`` (None: the last CPU this process may use). ``profile``: a correct candidate's
+    feedback also says where its instructions go (``cpp_profile``)."""
     sandbox = sandbox or Sandbox()
     if metric == "instructions" and shutil.which("valgrind") is None:
         raise TaskError("--metric instructions needs valgrind (apt-get install valgrind)")
@@ -197,11 +211,62 @@ def evaluate_cpp(
         if passed < len(task.tests):
             return _wrong(base, outcomes, passed, runner, candidate_build)
         if metric == "wall":
-            return _measure_wall(base, runner, task, programs, outcomes, repeats or task.repeats)
-        return _measure_instructions(base, runner, task, programs, outcomes, reference_build.key)
+            verdict = _measure_wall(base, runner, task, programs, outcomes, repeats or task.repeats)
+        else:
+            verdict = _measure_instructions(
+                base, runner, task, programs, outcomes, reference_build.key
+            )
+        if profile and verdict.correct:
+            started = time.perf_counter()
+            found = _profile(task, candidate, sandbox, verdict)
+            seconds = time.perf_counter() - started
+            verdict = verdict.model_copy(update={"cpp_profile": found, "profile_seconds": seconds})
+        return verdict
     finally:
         shutil.rmtree(programs.reference, ignore_errors=True)
         shutil.rmtree(programs.candidate, ignore_errors=True)
+
+
+def _profile(task: Task, candidate: str, sandbox: Sandbox, verdict: Feedback) -> CppProfile | None:
+    """The candidate, built with debug information, once under callgrind with cache simulation
+    on its costliest test; None when valgrind or the debug build is missing."""
+    if shutil.which("valgrind") is None:
+        return None
+    flags = task.compile_flags if "-g" in task.compile_flags else (*task.compile_flags, "-g")
+    build = build_cpp(candidate, flags, sandbox)
+    if not build.ok or build.binary is None:
+        return None
+    costs = verdict.candidate_costs or [0.0]
+    test = task.tests[max(range(len(costs)), key=costs.__getitem__)]
+    program = _install(build.binary)
+    workdir = make_scratch("maxcode-profile-")
+    try:
+        memory = task.memory_mb << 20
+        limits = Limits(
+            wall_s=max(30.0, task.timeout_s * VALGRIND_SLOWDOWN),
+            memory_bytes=memory + (1 << 30),
+        )
+        argv = [
+            "valgrind",
+            "--tool=callgrind",
+            "--dump-instr=no",
+            "--dump-line=yes",
+            "--cache-sim=yes",
+            "--compress-strings=no",
+            "--compress-pos=no",
+            f"--callgrind-out-file={PROFILE_DUMP}",
+            str(program / BINARY_NAME),
+        ]
+        sandbox.run(argv, scratch=workdir, stdin=test.input_path, readonly=[program], limits=limits)
+        dump = workdir / PROFILE_DUMP
+        if not dump.is_file():
+            return None
+        with open(dump, encoding="utf-8", errors="replace") as handle:
+            text = handle.read(_PROFILE_DUMP_CHARS)
+        return cpp_profile(parse_callgrind(text), candidate, SOURCE_NAME)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(program, ignore_errors=True)
 
 
 def _correctness_round(runner: _Runner, task: Task, programs: _Programs) -> list[TestOutcome]:

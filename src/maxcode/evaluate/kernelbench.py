@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from maxcode.config import cache_dir
 from maxcode.errors import MaxcodeError, TaskError
 from maxcode.evaluate.cpp import timing_cpu
@@ -50,7 +52,14 @@ from maxcode.evaluate.sandbox import (
     make_scratch,
 )
 from maxcode.tasks.model import Task
-from maxcode.types import ErrorInfo, ErrorKind, Feedback, TestOutcome, TimingStats
+from maxcode.types import (
+    ErrorInfo,
+    ErrorKind,
+    Feedback,
+    ForwardProfile,
+    TestOutcome,
+    TimingStats,
+)
 
 IMPLAUSIBLE_SPEEDUP = 100.0
 DEFAULT_TOLERANCE = {"float32": 1e-4, "float64": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
@@ -81,6 +90,8 @@ class KernelBenchSettings:
     """atol = rtol for floating outputs; None: by dtype (``DEFAULT_TOLERANCE``)."""
     budget_s: float = 1.0
     """Seconds of timed calls aimed at per program, when ``trials`` is None."""
+    profile: bool = False
+    """Profile one forward of the reference and of the candidate (``torch.profiler``)."""
     compile_only: bool = False
     """Only compile the candidate's extensions (nvcc for CUDA sources): no GPU needed, nothing
     run, no reward."""
@@ -251,6 +262,7 @@ class _Job:
             "device": settings.device,
             **self.seeds.as_spec(),
             **settings.worker_timing(),
+            "profile": settings.profile,
         }
 
     def remove(self) -> None:
@@ -657,6 +669,16 @@ class _Judge:
         vs_compile = None
         if "compile" in timings:
             vs_compile = max(timings["compile"].median_s, floor) / candidate_cost
+        profiles = {}
+        profile_seconds = None
+        if self.settings.profile:
+            spent = [side.report.get("profile_seconds") for side in (reference, candidate)]
+            profile_seconds = sum(float(s) for s in spent if isinstance(s, (int, float)))
+        for name, side in (("reference", reference), ("candidate", candidate)):
+            try:
+                profiles[name] = ForwardProfile.model_validate(side.report.get("profile"))
+            except ValidationError:
+                continue  # not asked for, or a candidate that broke its own report
         return self.make(
             compiled=True,
             correct=True,
@@ -670,6 +692,8 @@ class _Judge:
             repeats=len(cand_times),
             timings=timings,
             speedup_vs_compile=vs_compile,
+            profiles=profiles,
+            profile_seconds=profile_seconds,
         )
 
     def _host_check(

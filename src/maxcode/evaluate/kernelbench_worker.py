@@ -228,6 +228,11 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         result["torch_threads_after"] = torch.get_num_threads()
         result["kept_positions"] = sorted(kept)
         saved["timed"] = [kept[position] for position in sorted(kept)]
+        if spec.get("profile"):
+            seeds = spec["pool_seeds"]
+            started = _perf_counter()
+            result["profile"] = _profile(torch, model, [make_inputs(seed) for seed in seeds], sync)
+            result["profile_seconds"] = _perf_counter() - started
         if spec["role"] == "reference":
             # The harness's own cost per call (input generation, copies): the same loop
             # around an identity model.
@@ -237,6 +242,60 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
                 times["compile"] = timing.run(compiled, "C", None, len(times[label]))
     result["times"] = times
     torch.save(saved, "tensors.pt")
+
+
+_TOP_OPERATORS = 8
+
+
+def _profile(
+    torch: Any, model: Callable[..., Any], inputs: list[list[Any]], sync: Callable[[], None]
+) -> dict[str, Any]:
+    """Where one forward's time goes (``torch.profiler``): the top operators or kernels by
+    their own time, launches and bytes allocated per call. Informational: it feeds the critic,
+    never the reward."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = any(
+        isinstance(value, torch.Tensor) and value.is_cuda for values in inputs for value in values
+    )
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    calls = len(inputs)
+    with profile(activities=activities, profile_memory=True) as prof:
+        for given in inputs:
+            model(*given)
+        sync()
+    averages = prof.key_averages()
+    if cuda:
+
+        def own_time(event: Any) -> float:
+            return float(getattr(event, "self_device_time_total", 0.0))
+
+        kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
+        launches = len(kernels) / calls
+        allocated = sum(max(0, getattr(e, "self_device_memory_usage", 0)) for e in averages)
+    else:
+
+        def own_time(event: Any) -> float:
+            return float(event.self_cpu_time_total)
+
+        top_level = [
+            e for e in prof.events() if e.cpu_parent is None and e.key.startswith("aten::")
+        ]
+        launches = len(top_level) / calls
+        allocated = sum(max(0, e.self_cpu_memory_usage) for e in averages)
+    busy = [event for event in averages if own_time(event) > 0]
+    total = sum(own_time(event) for event in busy) or 1.0
+    ranked = sorted(busy, key=own_time, reverse=True)[:_TOP_OPERATORS]
+    return {
+        "clock": "cuda" if cuda else "cpu",
+        "top": [
+            {"name": e.key[:80], "share": own_time(e) / total, "calls": e.count / calls}
+            for e in ranked
+        ],
+        "launches": launches,
+        "allocated_bytes": int(allocated / calls),
+    }
 
 
 # What torch's own CUDA extension builds pass to nvcc.

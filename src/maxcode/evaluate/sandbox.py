@@ -302,6 +302,9 @@ class Sandbox:
                 command += ["--bind", str(staged.get(Path(path).resolve(), path)), str(path)]
             for device in devices:
                 command += ["--dev-bind-try", device, device]
+            if devices:
+                # GPU drivers read the PCI and NUMA topology from sysfs.
+                command += ["--ro-bind-try", "/sys", "/sys"]
             # Nothing but the bound folders stays writable: no /tmp or /dev/shm shared by runs.
             command += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", "/"]
             command += ["--clearenv"]

@@ -28,6 +28,8 @@ class EvalJob:
     """KernelBench: also time the reference under ``torch.compile``."""
     tolerance: float | None = None
     """KernelBench: atol = rtol for floating outputs; None for the per-dtype defaults."""
+    profile: bool = False
+    """KernelBench: profile a forward of the reference and of the candidate (for the critic)."""
 
     def settings(self) -> dict[str, object]:
         """The keyword arguments of ``evaluate_task`` this job sets."""
@@ -37,6 +39,7 @@ class EvalJob:
             "device": self.device,
             "compile_baseline": self.compile_baseline,
             "tolerance": self.tolerance,
+            "profile": self.profile,
         }
 
 

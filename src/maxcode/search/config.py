@@ -51,6 +51,17 @@ class SearchConfig(BaseModel):
     """KernelBench: also time the reference under ``torch.compile`` in every evaluation."""
     tolerance: float | None = Field(default=None, gt=0)
     """KernelBench: atol = rtol for floating outputs; None for the per-dtype defaults."""
+    profile: bool | None = None
+    """Profile every correct candidate for the critic and the trajectory (C++: hot source
+    lines and cache misses under callgrind; KernelBench: the top operators of a forward);
+    None: on when an LLM critic reads them."""
+
+    def profiling(self) -> bool:
+        """Whether evaluations collect profiles."""
+        if self.profile is not None:
+            return self.profile
+        return (self.critic_model or self.model) != "rules"
+
     temperature: float = Field(default=0.7, ge=0)
     """Sampling temperature of the policy."""
     max_tokens: int = Field(default=4096, ge=1)

@@ -8,6 +8,7 @@ from maxcode.llm import LLMProvider, LLMRequest
 from maxcode.search.observation import build_critic_prompt
 from maxcode.search.tree import Node
 from maxcode.tasks import Task
+from maxcode.types import Feedback
 
 
 class Critic(Protocol):
@@ -81,6 +82,8 @@ class TemplateCritic:
                 f"Diagnosis: {kind.replace('_', ' ')} ({first}).\n"
                 f"Suggestions:\n{hint}\n- Keep the output format byte for byte."
             )
+        if task.kind == "kernelbench":
+            return _kernelbench_critique(feedback)
         heaviest = ""
         if feedback.candidate_costs and feedback.tests:
             position = max(
@@ -95,3 +98,27 @@ class TemplateCritic:
             "- Read input and write output in bulk; avoid per-item flushes.\n"
             "- Avoid copies and allocations inside loops; keep data contiguous."
         )
+
+
+def _kernelbench_critique(feedback: Feedback) -> str:
+    """Rules of thumb for a correct KernelBench candidate, read off its profile."""
+    diagnosis = f"Diagnosis: correct and {feedback.speedup:.2f}x faster than eager PyTorch."
+    suggestions = []
+    profile = feedback.profiles.get("candidate")
+    if profile is not None and profile.top:
+        first = profile.top[0]
+        diagnosis += f" {first.share:.0%} of its time is in {first.name}."
+        if profile.launches > 1.5:
+            unit = "kernels" if profile.clock == "cuda" else "operators"
+            suggestions.append(
+                f"- It runs {profile.launches:.0f} {unit} per call: fuse them into one custom "
+                "kernel that reads the input once and writes the output once."
+            )
+        suggestions.append(f"- Write {first.name} as a custom kernel specialised to these shapes.")
+    if feedback.speedup_vs_compile is not None and feedback.speedup_vs_compile < 1:
+        suggestions.append(
+            f"- torch.compile is still {1 / feedback.speedup_vs_compile:.2f}x faster: it fuses "
+            "the operators; a hand-fused kernel should at least match it."
+        )
+    suggestions.append("- Keep memory access contiguous and avoid temporaries between steps.")
+    return diagnosis + "\nSuggestions:\n" + "\n".join(suggestions)

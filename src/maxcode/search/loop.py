@@ -337,6 +337,7 @@ class Search:
             device=self.config.device,
             compile_baseline=self.config.compile_baseline,
             tolerance=self.config.tolerance,
+            profile=self.config.profiling(),
         )
         feedback = await self.executor.evaluate(job)
         digest = hashlib.sha256(node.source.encode()).hexdigest()

@@ -20,7 +20,7 @@ import jinja2
 
 from maxcode.search.tree import Node
 from maxcode.tasks import Task
-from maxcode.types import Feedback
+from maxcode.types import CppProfile, Feedback
 
 CHARS_PER_TOKEN = 4
 _COMPILE_OUTPUT_IN_PROMPT = 1500
@@ -103,7 +103,32 @@ def describe_feedback(feedback: Feedback | None) -> str:
             )
     if feedback.correct and feedback.timings:
         lines.append(_describe_timings(feedback))
+    if feedback.correct and feedback.cpp_profile is not None:
+        lines.append(_describe_cpp_profile(feedback.cpp_profile))
+    for name in ("reference", "candidate"):
+        profile = feedback.profiles.get(name)
+        if feedback.correct and profile is not None:
+            lines.append(f"Profile of the {name}'s forward: {profile.summary(5)}.")
     lines += [f"Harness flag: {flag}" for flag in feedback.flags]
+    return "\n".join(lines)
+
+
+def _describe_cpp_profile(profile: CppProfile) -> str:
+    """C++: the hottest source lines with their instruction shares, and the caches."""
+    hot = "; ".join(f"line {h.line} `{h.text}` {h.share:.0%}" for h in profile.hot_lines[:4])
+    lines = [f"Where the instructions go (callgrind, costliest test): {hot or 'library code'}."]
+    functions = ", ".join(f"{f.name} {f.share:.0%}" for f in profile.functions[:3])
+    if functions:
+        lines.append(f"Functions (own instructions): {functions}.")
+    if profile.l1_miss_rate is not None and profile.last_level_miss_rate is not None:
+        cache = (
+            f"Data cache: L1 miss rate {profile.l1_miss_rate:.1%}, "
+            f"last level {profile.last_level_miss_rate:.2%}"
+        )
+        if profile.missing_lines:
+            worst = profile.missing_lines[0]
+            cache += f"; most L1 misses on line {worst.line} ({worst.l1_misses:,})"
+        lines.append(cache + ".")
     return "\n".join(lines)
 
 

@@ -53,6 +53,8 @@ class TestOutcome(_Record):
     """The program's exit code, when it exited."""
     seconds: float | None = None
     """Wall time of the correctness run, sandbox start-up excluded."""
+    hidden: bool = False
+    """A held-out test: its detail is never shown (only that it failed)."""
 
 
 class TimingStats(_Record):

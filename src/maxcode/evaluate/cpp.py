@@ -444,7 +444,12 @@ def _wrong(
     runner: _Runner,
     build: CompileResult,
 ) -> Feedback:
-    failures = [outcome for outcome in outcomes if outcome.status != "passed"]
+    outcomes = _hide_held_out(base.task, outcomes)
+    # A shown failure first: its detail is what the next attempt can act on.
+    failures = sorted(
+        (outcome for outcome in outcomes if outcome.status != "passed"),
+        key=lambda outcome: outcome.hidden,
+    )
     first = failures[0]
     detailed = {outcome.index for outcome in failures[:_DETAILED_FAILURES]}
     shown = [
@@ -454,10 +459,10 @@ def _wrong(
         for outcome in outcomes
     ]
     base.flags += _plausibility_flags(0.0, runner)
+    if any(outcome.hidden for outcome in failures):
+        base.flags.append("held-out: a hidden test failed")
     return base.failed(
-        ErrorInfo(
-            kind=cast(ErrorKind, first.status), message=f"test {first.index}: {first.detail}"
-        ),
+        ErrorInfo(kind=cast(ErrorKind, first.status), message=_failure_message(first)),
         compiled=True,
         tests_passed=passed,
         tests=shown,
@@ -473,20 +478,39 @@ def _failed_timed_run(
     round_number: int,
 ) -> Feedback:
     """Correct on the first run, wrong on a later one: no reward, and a flag."""
+    (failure,) = _hide_held_out(base.task, [failure])
+    which = "a hidden test" if failure.hidden else f"test {failure.index}"
     base.flags.append(
-        f"nondeterministic: test {failure.index} passed once and failed on timed run "
+        f"nondeterministic: {which} passed once and failed on timed run "
         f"{round_number + 1} ({failure.status})"
     )
     shown = [failure if outcome.index == failure.index else outcome for outcome in outcomes]
     return base.failed(
         ErrorInfo(
             kind=cast(ErrorKind, failure.status),
-            message=f"test {failure.index} (repeated run): {failure.detail}",
+            message=_failure_message(failure) + " (on a repeated run)",
         ),
         compiled=True,
         tests_passed=len(outcomes) - 1,
         tests=shown,
     )
+
+
+def _hide_held_out(task: Task, outcomes: list[TestOutcome]) -> list[TestOutcome]:
+    """Held-out tests keep their status but lose every detail (expected output, stderr)."""
+    hidden = {test.index for test in task.tests if test.held_out}
+    return [
+        outcome.model_copy(update={"detail": "", "hidden": True, "signal": None, "exit_code": None})
+        if outcome.index in hidden
+        else outcome
+        for outcome in outcomes
+    ]
+
+
+def _failure_message(outcome: TestOutcome) -> str:
+    if outcome.hidden:
+        return "a hidden test failed"
+    return f"test {outcome.index}: {outcome.detail}"
 
 
 def _plausibility_flags(speedup: float, runner: _Runner) -> list[str]:

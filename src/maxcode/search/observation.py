@@ -70,7 +70,7 @@ def describe_feedback(feedback: Feedback | None) -> str:
         lines.append(f"Wrong: passed {feedback.tests_passed} of {feedback.tests_total} tests.")
         if feedback.error:
             lines.append(f"First failure: {feedback.error.message}")
-        others = [t for t in feedback.tests if t.status != "passed"][1:6]
+        others = [t for t in feedback.tests if t.status != "passed" and not t.hidden][1:6]
         if others:
             lines.append(
                 "Also failing: " + ", ".join(f"test {t.index} ({t.status})" for t in others)

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from maxcode.errors import TaskError
-from maxcode.tasks.model import DEFAULT_CPP_FLAGS, Task, TestCase
+from maxcode.tasks.model import DEFAULT_CPP_FLAGS, Task, TestCase, hold_out
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -38,6 +38,8 @@ class _TaskToml(BaseModel):
     timeout_s: float = Field(default=10.0, gt=0)
     memory_mb: int = Field(default=2048, gt=0)
     repeats: int = Field(default=5, ge=1)
+    held_out: list[int] | None = None
+    held_out_share: float | None = Field(default=None, ge=0, lt=1)
 
 
 def load_task(spec: str, pie_tests: str | Path | None = None, scale: float = 1.0) -> Task:
@@ -80,11 +82,18 @@ def load_task_folder(folder: Path) -> Task:
     reference_path = folder / "reference.cpp"
     if not reference_path.is_file():
         raise TaskError(f"{folder}: no reference.cpp")
+    tests = _find_tests(folder / "tests")
+    if config.held_out is not None:
+        unknown = sorted(set(config.held_out) - {test.index for test in tests})
+        if unknown:
+            raise TaskError(f"{config_path}: held_out names test {unknown[0]}, which is not there")
+        if len(set(config.held_out)) >= len(tests):
+            raise TaskError(f"{config_path}: held_out hides every test; show at least one")
     return Task(
         name=config.name or folder.resolve().name,
         kind="cpp",
         reference=_read_text(reference_path),
-        tests=_find_tests(folder / "tests"),
+        tests=hold_out(tests, config.held_out, config.held_out_share),
         origin=str(folder),
         description=config.description,
         compile_flags=tuple(config.compile_flags),
@@ -116,7 +125,7 @@ def load_pie_row(jsonl: Path, row: str, tests_root: Path) -> Task:
         name=name,
         kind="cpp",
         reference=record["src_code"],
-        tests=tests,
+        tests=hold_out(tests),
         origin=where,
         description=str(record.get("description", "")),
         extra=extra,

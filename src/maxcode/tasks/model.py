@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
 TaskKind = Literal["cpp", "kernelbench"]
 
 DEFAULT_CPP_FLAGS = ("-O3", "-std=c++17")
+HELD_OUT_FROM = 10
+"""Tasks with at least this many tests hold some out by default."""
+HELD_OUT_SHARE = 0.2
+"""The share of a task's tests held out by default (the last ones in index order)."""
 
 
 @dataclass(frozen=True)
@@ -21,6 +25,24 @@ class TestCase:
     """File fed to the program's stdin."""
     output_path: Path
     """The expected stdout."""
+    held_out: bool = False
+    """Used for the reward but never shown: a failure here says only that a hidden test
+    failed, so a program fitted to the shown tests cannot learn what it got wrong."""
+
+
+def hold_out(
+    tests: tuple[TestCase, ...], chosen: list[int] | None = None, share: float | None = None
+) -> tuple[TestCase, ...]:
+    """Mark tests as held out: the ``chosen`` indices; else the last ``share`` of them; else,
+    for tasks with at least ``HELD_OUT_FROM`` tests, the last ``HELD_OUT_SHARE``."""
+    if chosen is not None:
+        hidden = set(chosen)
+    else:
+        if share is None:
+            share = HELD_OUT_SHARE if len(tests) >= HELD_OUT_FROM else 0.0
+        count = min(len(tests) - 1, round(len(tests) * share)) if tests else 0
+        hidden = {test.index for test in tests[len(tests) - count :]} if count > 0 else set()
+    return tuple(replace(test, held_out=test.index in hidden) for test in tests)
 
 
 @dataclass(frozen=True)

@@ -230,6 +230,7 @@ _SEARCH_FLAGS = (
     "compile_baseline",
     "tolerance",
     "profile",
+    "verify",
 )
 
 
@@ -369,6 +370,13 @@ _SEARCH_OPTIONS = [
     ),
     TOLERANCE_OPTION,
     click.option(
+        "--verify/--no-verify",
+        default=None,
+        envvar="MAXCODE_VERIFY",
+        help="Judge the best program again before reporting it; next best if it fails "
+        "(default on).",
+    ),
+    click.option(
         "--profile/--no-profile",
         default=None,
         envvar="MAXCODE_PROFILE",
@@ -476,6 +484,9 @@ def optimize_command(
     )
     where = f"node {summary.best_node}" if summary.best_node else "the reference"
     click.echo(f"best speedup {summary.best_speedup:.2f}x ({where})")
+    if summary.verified_speedup is not None:
+        confirmed = f"node {summary.verified_node}" if summary.verified_node else "the reference"
+        click.echo(f"verified: {confirmed} at {summary.verified_speedup:.2f}x when judged again")
     click.echo(f"best program {summary.best_program}")
     click.echo(
         f"{summary.evaluations} evaluations, {summary.llm_calls} LLM calls, "

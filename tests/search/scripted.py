@@ -18,19 +18,24 @@ from maxcode.types import ErrorInfo, Feedback
 from tests.helpers import write_task
 
 MARKER = re.compile(r"// candidate (\d+) reward ([\d.]+)")
+AGAIN = re.compile(r"// judged again ([\d.]+)")
 
 
 class ScriptedExecutor(Executor):
-    """Feedback from the candidate's ``// candidate N reward R`` line (R = 0: wrong)."""
+    """Feedback from the candidate's ``// candidate N reward R`` line (R = 0: wrong); from the
+    second evaluation of the same program on, ``// judged again R`` wins when present."""
 
     def __init__(self) -> None:
         self.jobs: list[EvalJob] = []
 
     async def evaluate(self, job: EvalJob) -> Feedback:
+        seen_before = any(earlier.source == job.source for earlier in self.jobs)
         self.jobs.append(job)
         match = MARKER.search(job.source)
         assert match, job.source
-        return feedback_of(float(match.group(2)), job.task.name)
+        again = AGAIN.search(job.source)
+        reward = float(again.group(1) if seen_before and again else match.group(2))
+        return feedback_of(reward, job.task.name)
 
 
 def feedback_of(reward: float, task: str = "sum") -> Feedback:

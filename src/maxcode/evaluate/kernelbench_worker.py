@@ -219,7 +219,7 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         result["torch_threads_before"] = torch.get_num_threads()
         times: dict[str, list[float]] = {}
         timing = _Timing(
-            torch, spec, device, make_inputs, sync, lambda out: to_cpu(flat(out, "timed call"))
+            torch, spec, device, make_inputs, sync, lambda out: flat(out, "timed call")
         )
         label = "eager" if spec["role"] == "reference" else "candidate"
         kept: dict[int, list[Any]] = {}
@@ -425,6 +425,8 @@ class _Timing:
         self.torch, self.spec, self.device = torch, spec, device
         self.make_inputs, self.sync, self.keep = make_inputs, sync, keep
         self.cuda = device.type == "cuda"
+        self.template: list[tuple[tuple[int, ...], Any]] = []
+        self.last: Any = None
 
     def _trials(self, model: Callable[..., Any]) -> tuple[int, set[int] | None]:
         """Trials to run and the positions whose outputs are kept (None: all of them)."""
@@ -438,6 +440,11 @@ class _Timing:
             self.sync()
             estimate = _perf_counter() - start
             values = output if isinstance(output, (tuple, list)) else [output]
+            self.template = [
+                (tuple(value.shape), value.dtype)
+                for value in values
+                if isinstance(value, self.torch.Tensor)
+            ]
             output_bytes = sum(
                 value.numel() * value.element_size()
                 for value in values
@@ -466,6 +473,16 @@ class _Timing:
             positions.add(draw % trials)
         return trials, positions
 
+    def _store(self, output: Any, slot: list[Any]) -> list[Any]:
+        """The call's outputs copied into their slot (checked like any output: a changed type,
+        shape or dtype is reported as it is)."""
+        values = self.keep(output)
+        if [(tuple(v.shape), v.dtype) for v in values] != [(tuple(s.shape), s.dtype) for s in slot]:
+            return [value.detach().to("cpu").clone() for value in values]
+        for target, value in zip(slot, values):
+            target.copy_(value)
+        return slot
+
     def run(
         self,
         model: Callable[..., Any],
@@ -480,29 +497,48 @@ class _Timing:
         flush = torch.empty(64 << 20, dtype=torch.int32, device=self.device) if self.cuda else None
         base = self.spec["timing_seed"]
         samples = []
-        _mark(marker + "0")
-        for number in range(trials):
-            given = self.make_inputs(base + number)
-            if flush is not None:
-                flush.zero_()
-                self.sync()
-                begin = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                begin.record()
-                output = model(*given)
-                torch.cuda.synchronize(self.device)
-                end.record()
-                end.synchronize()
-                samples.append(begin.elapsed_time(end) / 1000.0)
-            else:
-                start = _perf_counter()
-                output = model(*given)
-                samples.append(_perf_counter() - start)
-            if kept is not None and (positions is None or number in positions):
-                kept[number] = self.keep(output)
-            del output, given
-        _mark(marker + "1")
+        # Room for the kept outputs, made and touched before the first call: copies made
+        # during the loop would interleave long-lived blocks with the calls' temporaries, and
+        # the calls would fault in fresh pages (eager PyTorch, with more temporaries, the most).
+        slots: dict[int, list[Any]] = {}
+        if kept is not None:
+            wanted = range(trials) if positions is None else sorted(positions)
+            slots = {
+                number: [torch.zeros(shape, dtype=dtype) for shape, dtype in self.template]
+                for number in wanted
+            }
+        chunk = int(self.spec["chunk"])
+        for first in range(0, trials, chunk):
+            # Inputs for a few calls are made before the chunk's begin marker, so the host
+            # time between the markers is the calls' (and the copies of kept outputs).
+            batch = [self.make_inputs(base + n) for n in range(first, min(first + chunk, trials))]
+            _mark(f"{marker}b{first // chunk}")
+            for number, given in enumerate(batch, start=first):
+                samples.append(self._call(model, given, flush))
+                if number in slots:
+                    kept[number] = self._store(self.last, slots[number])  # type: ignore[index]
+                self.last = None
+            _mark(f"{marker}e{first // chunk}")
+            del batch
         return samples
+
+    def _call(self, model: Callable[..., Any], given: list[Any], flush: Any) -> float:
+        """One timed call (its output left in ``self.last``)."""
+        torch = self.torch
+        if flush is not None:
+            flush.zero_()
+            self.sync()
+            begin = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            begin.record()
+            self.last = model(*given)
+            torch.cuda.synchronize(self.device)
+            end.record()
+            end.synchronize()
+            return float(begin.elapsed_time(end)) / 1000.0
+        start = _perf_counter()
+        self.last = model(*given)
+        return float(_perf_counter() - start)
 
 
 if __name__ == "__main__":

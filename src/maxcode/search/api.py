@@ -16,10 +16,10 @@ from maxcode.executors import Executor, make_executor
 from maxcode.llm import NO_MODEL_MESSAGE, Budget, BudgetExhausted, LLMProvider, resolve_model
 from maxcode.search.config import SearchConfig
 from maxcode.search.critique import Critic, LLMCritic, TemplateCritic
-from maxcode.search.loop import Search, SearchOutcome, StepReport
+from maxcode.search.loop import Search, SearchOutcome, StepReport, verification_message
 from maxcode.search.methods import make_method
 from maxcode.search.value import make_value
-from maxcode.store import RunStore
+from maxcode.store import RunRecord, RunStore
 from maxcode.tasks import Task, load_task
 
 EXTENSIONS = {"cpp": ".cpp", "kernelbench": ".py"}
@@ -38,6 +38,9 @@ class RunSummary:
     best_speedup: float
     best_node: str | None
     best_program: str
+    verified_node: str | None
+    verified_speedup: float | None
+    verification: list[Any]
     evaluations: int
     llm_calls: int
     prompt_tokens: int
@@ -190,13 +193,53 @@ async def _search(
     )
     try:
         if shared_executor is not None:
-            return await search.run()
+            return await _run_and_verify(search)
         async with executor:
-            return await search.run()
+            return await _run_and_verify(search)
     finally:
         await policy.close()
         if critic_provider is not None:
             await critic_provider.close()
+
+
+async def _run_and_verify(search: Search) -> SearchOutcome:
+    """The search, then the final re-verification of its best programs (also when a spent
+    budget stopped it: verifying needs no LLM)."""
+    try:
+        outcome = await search.run()
+    except BudgetExhausted:
+        if search.config.verify:
+            await search.verify()
+        raise
+    if search.config.verify:
+        note = verification_message(await search.verify())
+        if note:
+            outcome.message = "; ".join(part for part in (outcome.message, note) if part)
+    return outcome
+
+
+def _result_node(store: RunStore, record: RunRecord) -> tuple[str | None, float | None, list[Any]]:
+    """The node reported as the run's result, its verified speedup, and the verification
+    log. With verification: the first confirmed node (None with speedup 1.0: the reference
+    stands). Without (turned off, or the run stopped before it): the best node, unverified."""
+    checks = store.verifications(record.run_id)
+    log = [
+        {
+            "node": node_id,
+            "verified": feedback.correct,
+            "speedup": feedback.speedup,
+            "message": "" if feedback.correct else feedback.summary(),
+        }
+        for node_id, feedback in checks
+    ]
+    if checks:
+        confirmed = next(((n, f) for n, f in checks if f.correct), None)
+        if confirmed is None:
+            return None, 1.0, log
+        return confirmed[0], confirmed[1].speedup, log
+    if record.config.get("verify", True) and record.status == "done" and record.best_speedup <= 1:
+        return None, 1.0, log
+    return record.best_node_id, None, log
 
 
 def summarize(store: RunStore, run_id: str, output: Path | None = None) -> RunSummary:
@@ -205,10 +248,11 @@ def summarize(store: RunStore, run_id: str, output: Path | None = None) -> RunSu
     record = store.get_run(run_id)
     if record is None:
         raise MaxcodeError(f"no run {run_id!r} in {store.path}")
+    result_node, verified_speedup, verification = _result_node(store, record)
     source: str | None = None
-    if record.best_node_id is not None:
+    if result_node is not None:
         for node in store.nodes(record.run_id):
-            if node.node_id == record.best_node_id and node.candidate_sha256:
+            if node.node_id == result_node and node.candidate_sha256:
                 source = store.get_candidate(node.candidate_sha256)
     if source is None:
         source = load_task(
@@ -231,6 +275,9 @@ def summarize(store: RunStore, run_id: str, output: Path | None = None) -> RunSu
         best_speedup=record.best_speedup,
         best_node=record.best_node_id,
         best_program=str(path),
+        verified_node=result_node if verified_speedup is not None else None,
+        verified_speedup=verified_speedup,
+        verification=verification,
         evaluations=store.count_evaluations(record.run_id),
         llm_calls=usage["llm_calls"],
         prompt_tokens=usage["prompt_tokens"],

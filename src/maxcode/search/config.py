@@ -51,6 +51,9 @@ class SearchConfig(BaseModel):
     """KernelBench: also time the reference under ``torch.compile`` in every evaluation."""
     tolerance: float | None = Field(default=None, gt=0)
     """KernelBench: atol = rtol for floating outputs; None for the per-dtype defaults."""
+    verify: bool = True
+    """When the run ends, judge its best program again (fresh processes and inputs) before it
+    is reported; when that fails, the next best is tried."""
     profile: bool | None = None
     """Profile every correct candidate for the critic and the trajectory (C++: hot source
     lines and cache misses under callgrind; KernelBench: the top operators of a forward);

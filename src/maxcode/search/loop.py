@@ -59,6 +59,54 @@ class StepReport:
     """LLM cost of the run so far (None: some price unknown)."""
 
 
+VERIFY_AT_MOST = 3
+"""Best programs re-verified at most, when the best ones fail (then the reference stands)."""
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The final re-verification of one program."""
+
+    node_id: str
+    """The node whose program was judged again."""
+    claimed: float
+    """Its reward during the search."""
+    verified: bool
+    """Correct again."""
+    speedup: float
+    """The speedup measured again (0 when not correct)."""
+    message: str
+    """What went wrong, when it did."""
+
+    @classmethod
+    def of(cls, node: Node, feedback: Feedback) -> Verification:
+        return cls(
+            node_id=node.node_id,
+            claimed=node.reward,
+            verified=feedback.correct,
+            speedup=feedback.speedup if feedback.correct else 0.0,
+            message="" if feedback.correct else feedback.summary(),
+        )
+
+
+def verification_message(checked: list[Verification]) -> str:
+    """What a run says about failed re-verifications (empty when the best was confirmed)."""
+    failed = [check for check in checked if not check.verified]
+    if not failed:
+        return ""
+    parts = [
+        f"node {check.node_id} ({check.claimed:.2f}x) failed re-verification: {check.message}"
+        for check in failed
+    ]
+    confirmed = next((check for check in checked if check.verified), None)
+    tail = (
+        f"node {confirmed.node_id} is the result ({confirmed.speedup:.2f}x again)"
+        if confirmed
+        else "the reference stands"
+    )
+    return "; ".join(parts) + "; " + tail
+
+
 @dataclass
 class SearchOutcome:
     """How the loop ended."""
@@ -323,23 +371,57 @@ class Search:
             if node.duplicate_of is not None and node.source is not None:
                 node.feedback = self._by_key[normalised_key(node.source)].feedback
 
+    def _job(self, source: str, profile: bool | None = None) -> EvalJob:
+        return EvalJob(
+            self.task,
+            source,
+            self.config.metric,
+            self.config.repeats,
+            device=self.config.device,
+            compile_baseline=self.config.compile_baseline,
+            tolerance=self.config.tolerance,
+            profile=self.config.profiling() if profile is None else profile,
+        )
+
+    # --- the final re-verification -------------------------------------------------------
+
+    async def verify(self) -> list[Verification]:
+        """Judge the best programs again, best first, each in a fresh evaluation (new
+        processes; for KernelBench, fresh seeds and inputs), until one is confirmed correct;
+        at most ``VERIFY_AT_MOST`` are tried. Programs no faster than the reference are not
+        tried: the reference then stands. Verdicts are stored, so a replay repeats none."""
+        done = dict(self.store.verifications(self.run_id))
+        order = {id(node): position for position, node in enumerate(self.nodes)}
+        ranked = sorted(
+            (
+                node
+                for node in self.nodes
+                if not node.is_root
+                and node.duplicate_of is None
+                and node.source is not None
+                and node.reward > 1.0
+            ),
+            key=lambda node: (-node.reward, order[id(node)]),
+        )
+        checked: list[Verification] = []
+        for node in ranked[:VERIFY_AT_MOST]:
+            assert node.source is not None
+            feedback = done.get(node.node_id)
+            if feedback is None:
+                feedback = await self.executor.evaluate(self._job(node.source, profile=False))
+                self.store.put_verification(self.run_id, node.node_id, feedback)
+            checked.append(Verification.of(node, feedback))
+            if feedback.correct:
+                break
+        return checked
+
     async def _evaluate_one(self, key: str, node: Node) -> Feedback:
         recorded = self.store.get_evaluation(self.run_id, key)
         if recorded is not None:
             return recorded
         assert node.source is not None
         started = time.perf_counter()
-        job = EvalJob(
-            self.task,
-            node.source,
-            self.config.metric,
-            self.config.repeats,
-            device=self.config.device,
-            compile_baseline=self.config.compile_baseline,
-            tolerance=self.config.tolerance,
-            profile=self.config.profiling(),
-        )
-        feedback = await self.executor.evaluate(job)
+        feedback = await self.executor.evaluate(self._job(node.source))
         digest = hashlib.sha256(node.source.encode()).hexdigest()
         self.store.put_evaluation(self.run_id, key, digest, feedback, time.perf_counter() - started)
         return feedback

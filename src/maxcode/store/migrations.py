@@ -100,6 +100,21 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX runs_by_bench ON runs(bench_id)
         """,
     ),
+    (
+        "m003_verifications",
+        """
+        CREATE TABLE verifications (
+            run_id TEXT NOT NULL REFERENCES runs(run_id),
+            node_id TEXT NOT NULL,
+            candidate_sha256 TEXT NOT NULL,
+            correct INTEGER NOT NULL,
+            speedup REAL NOT NULL,
+            feedback_json TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (run_id, node_id)
+        )
+        """,
+    ),
 ]
 
 

@@ -327,6 +327,31 @@ class RunStore:
         ).fetchone()
         return Feedback.model_validate_json(row[0]) if row else None
 
+    def put_verification(self, run_id: str, node_id: str, feedback: Feedback) -> None:
+        """Record the final re-verification of a node's program (once per node)."""
+        self._execute(
+            "INSERT INTO verifications (run_id, node_id, candidate_sha256, correct, speedup,"
+            " feedback_json, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id,
+                node_id,
+                feedback.candidate_sha256,
+                int(feedback.correct),
+                feedback.speedup,
+                feedback.model_dump_json(),
+                time.time(),
+            ),
+        )
+
+    def verifications(self, run_id: str) -> list[tuple[str, Feedback]]:
+        """The run's re-verifications, (node id, verdict), in the order they were made."""
+        rows = self._execute(
+            "SELECT node_id, feedback_json FROM verifications WHERE run_id = ?"
+            " ORDER BY created_at, rowid",
+            (run_id,),
+        ).fetchall()
+        return [(row[0], Feedback.model_validate_json(row[1])) for row in rows]
+
     def count_evaluations(self, run_id: str) -> int:
         """Evaluations recorded for a run."""
         row = self._execute("SELECT COUNT(*) FROM evaluations WHERE run_id = ?", (run_id,))

@@ -62,7 +62,8 @@ def main() -> None:
         print(
             f"{problem.stem:<18} {eager:>9.3f} {compiled:>10.3f} {candidate:>9.3f} "
             f"{feedback.speedup:>7.2f}x {feedback.speedup_vs_compile or 0:>9.2f}x "
-            f"{wall:>7.1f} {timed:>7.2f}"
+            f"{wall:>7.1f} {timed:>7.2f}",
+            flush=True,
         )
 
 

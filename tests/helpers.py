@@ -74,3 +74,16 @@ def eval_json(*args: str) -> dict[str, Any]:
     assert done.returncode == 0, done.stderr
     result: dict[str, Any] = json.loads(done.stdout)
     return result
+
+
+def run_optimize(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``maxcode optimize ARGS`` in a fresh interpreter, with a dummy OpenAI key (the fake
+    server on loopback takes any)."""
+    return subprocess.run(
+        [sys.executable, "-c", "from maxcode.cli import run_cli; run_cli()", "optimize", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OPENAI_API_KEY": "sk-test", **(env or {})},
+        check=False,
+    )

@@ -4,7 +4,6 @@ real HTTP on 127.0.0.1 driving the real ``openai`` client."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import EXAMPLES, FIXTURES, run_maxcode
+from tests.helpers import EXAMPLES, FIXTURES, run_maxcode, run_optimize
 from tests.llm.fake_llm_server import FakeLLMServer, Step
 
 TASK = EXAMPLES / "io_bound_sum"
@@ -55,15 +54,7 @@ def server() -> Iterator[FakeLLMServer]:
         fake.close()
 
 
-def optimize(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from maxcode.cli import run_cli; run_cli()", "optimize", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "OPENAI_API_KEY": "sk-test", **(env or {})},
-        check=False,
-    )
+optimize = run_optimize
 
 
 def policy_prompts(server: FakeLLMServer) -> list[str]:

@@ -4,16 +4,13 @@ OpenAI-compatible server on 127.0.0.1 as the policy and critic, and the offline 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, run_optimize
 from tests.llm.fake_llm_server import FakeLLMServer, Step
 
 pytest.importorskip("torch")
@@ -60,15 +57,7 @@ def server() -> Iterator[FakeLLMServer]:
         fake.close()
 
 
-def optimize(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from maxcode.cli import run_cli; run_cli()", "optimize", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "OPENAI_API_KEY": "sk-test"},
-        check=False,
-    )
+optimize = run_optimize
 
 
 def test_optimize_a_kernelbench_problem_with_an_llm(server: FakeLLMServer, tmp_path: Path) -> None:
@@ -109,9 +98,9 @@ def test_optimize_a_kernelbench_problem_with_an_llm(server: FakeLLMServer, tmp_p
     assert "Profile of the candidate's forward: aten::" in second
 
 
-def test_optimize_a_kernelbench_problem_offline_with_the_rules_proposer(tmp_path: Path) -> None:
+def test_optimize_a_bundled_problem_offline_with_the_rules_proposer(tmp_path: Path) -> None:
     done = optimize(
-        str(PROBLEM), "--depth", "1", "--candidates", "1", "--repeats", "10",
+        str(REPO / "examples" / "kernelbench" / "4_Softmax.py"), "--depth", "1", "--candidates", "1", "--repeats", "10",
         "--store", str(tmp_path / "runs.db"), "--json",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -9,6 +9,7 @@ problem's CUDA ``ModelNew`` must be correct, and a side-stream cheat must gain n
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from collections.abc import Iterator
@@ -66,7 +67,11 @@ def cpu_results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
             feedback = [future.result() for future in futures]
         builds = sorted(home.glob("cache/kernelbench/cand-*/extensions/**/*.so"))
         stamps = {path: path.stat().st_mtime_ns for path in builds}
-        again = _evaluate(PROBLEMS[0], jobs[0][1], None)
+        # A build killed half-way leaves torch's lock file behind; it must not stall the next.
+        for folder in home.glob("cache/kernelbench/cand-*/extensions/*/"):
+            (folder / "lock").touch()
+        task = dataclasses.replace(load_task(str(PROBLEMS[0])), timeout_s=120)
+        again = evaluate_task(task, jobs[0][1], repeats=10)
         task = load_task(str(PROBLEMS[0]))
         prebuilt = {
             "cached": prebuild_task(task, jobs[0][1]),
@@ -108,7 +113,9 @@ def test_the_cpu_kernel_of_each_problem_is_correct(
     assert not [flag for flag in feedback.flags if flag.startswith("task:")], feedback.flags
 
 
-def test_a_cached_build_is_reused(cpu_results: dict[str, object]) -> None:
+def test_a_cached_build_is_reused_even_after_a_killed_build(
+    cpu_results: dict[str, object],
+) -> None:
     builds = cpu_results["builds"]
     assert len(builds) == len(PROBLEMS)  # type: ignore[arg-type]
     again = cpu_results["again"]

@@ -23,6 +23,8 @@ The reward is eager time / candidate time (medians); ``speedup_vs_compile`` is r
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import importlib.resources
 import importlib.util
@@ -34,6 +36,7 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -428,21 +431,37 @@ class _WorkerRunner:
                 if passed in os.environ:
                     environment[passed] = os.environ[passed]
             argv = [sys.executable, "-I", "-B", str(self.job / "worker.py"), str(spec_path)]
-            results = self.sandbox.run_batch(
-                argv,
-                [Run(workdir=workdir, aux_fd=markers.write_fd)],
-                readonly=[self.job, *self.python_paths],
-                writable=[cache],
-                limits=limits,
-                cpu=self.cpu,
-                env=environment,
-                devices=_gpu_devices() if cuda else (),
-            )
+            with _sole_user(cache):
+                results = self.sandbox.run_batch(
+                    argv,
+                    [Run(workdir=workdir, aux_fd=markers.write_fd)],
+                    readonly=[self.job, *self.python_paths],
+                    writable=[cache],
+                    limits=limits,
+                    cpu=self.cpu,
+                    env=environment,
+                    devices=_gpu_devices() if cuda else (),
+                )
             markers.close()
             report, tensors = _read_evidence(workdir)
             return _Side(report, tensors, results[0], markers)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _sole_user(cache: Path) -> Iterator[None]:
+    """Hold a build folder alone for one worker run. torch's extension builds take a ``lock``
+    file that a killed build leaves behind, and every later build of that source would wait for
+    it forever; while we hold the folder, any such file is stale and can go."""
+    with open(cache.with_name(cache.name + ".lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            for stale in cache.glob("extensions/*/lock"):
+                stale.unlink(missing_ok=True)
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _gpu_devices() -> list[str]:

@@ -24,11 +24,11 @@ from maxcode.tasks import kernelbench_suite, load_task
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _measure(task_spec: Path, source: str, repeats: int, **options: object) -> tuple[float, float]:
+def _measure(task_spec: Path, source: str, rounds: int, **options: object) -> tuple[float, float]:
     task = load_task(str(task_spec))
     evaluate_task(task, source, profile=True, **options)  # type: ignore[arg-type]  # warm builds
     walls, profiles = [], []
-    for _ in range(repeats):
+    for _ in range(rounds):
         started = time.perf_counter()
         feedback = evaluate_task(task, source, profile=True, **options)  # type: ignore[arg-type]
         walls.append(time.perf_counter() - started)

@@ -100,7 +100,8 @@ def test_optimize_a_kernelbench_problem_with_an_llm(server: FakeLLMServer, tmp_p
 
 def test_optimize_a_bundled_problem_offline_with_the_rules_proposer(tmp_path: Path) -> None:
     done = optimize(
-        str(REPO / "examples" / "kernelbench" / "4_Softmax.py"), "--depth", "1", "--candidates", "1", "--repeats", "10",
+        str(REPO / "examples" / "kernelbench" / "4_Softmax.py"),
+        "--depth", "1", "--candidates", "1", "--repeats", "10",
         "--store", str(tmp_path / "runs.db"), "--json",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -51,7 +51,8 @@ def test_a_program_fitted_to_the_shown_tests_fails_a_hidden_one(tmp_path: Path) 
     printed = json.dumps(feedback.model_dump(mode="json"))
     text = describe_feedback(feedback)
     for a, b in PAIRS[8:]:
-        assert str(a + b) not in printed and str(a + b) not in text
+        # Expected outputs appear quoted in a wrong answer's detail ("expected '83', got '0'").
+        assert f"'{a + b}'" not in printed and f"'{a + b}'" not in text
     assert "A hidden test failed." in text
     assert evaluate_task(task, ECHO_SUM, repeats=1).correct
 

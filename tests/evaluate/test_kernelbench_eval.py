@@ -98,7 +98,8 @@ def test_maxcode_eval_json_has_the_contract_fields_and_the_compile_baseline() ->
     ("fixture", "wrong_because", "flag"),
     [
         ("cache_output.py", "seed 1", None),
-        ("cache_by_pointer.py", "timed call", "caching: a timed call's output differs"),
+        # Caught on a check seed or on a timed call, as the allocator happens to reuse addresses.
+        ("cache_by_pointer.py", "", None),
         ("mutate_input.py", "input 0 was changed", "inputs: the candidate changed input 0"),
         ("input_view.py", "shares memory with an input", "aliasing:"),
         ("zeros.py", "values outside tolerance", None),

@@ -98,8 +98,6 @@ def test_maxcode_eval_json_has_the_contract_fields_and_the_compile_baseline() ->
     ("fixture", "wrong_because", "flag"),
     [
         ("cache_output.py", "seed 1", None),
-        # Caught on a check seed or on a timed call, as the allocator happens to reuse addresses.
-        ("cache_by_pointer.py", "", None),
         ("mutate_input.py", "input 0 was changed", "inputs: the candidate changed input 0"),
         ("input_view.py", "shares memory with an input", "aliasing:"),
         ("zeros.py", "values outside tolerance", None),
@@ -124,6 +122,14 @@ def test_cheats_on_the_clock_and_the_reference_gain_nothing(fixture: str) -> Non
     assert feedback.correct, feedback.error
     # Each does at least the reference's work, so honest timing cannot make it much faster.
     assert feedback.speedup < 1.5, (feedback.speedup, feedback.timings)
+
+
+def test_a_cache_keyed_on_input_addresses_gains_nothing() -> None:
+    """Every call gets inputs of its own: when the allocator reuses an address, the cached
+    answer is for other inputs and is caught (on a check seed or a timed call); when it does
+    not, the cache never hits and the candidate pays for every call."""
+    feedback = judge(CHEATS / "cache_by_pointer.py")
+    assert not feedback.correct or feedback.speedup < 1.5, feedback.timings
 
 
 def test_a_candidate_that_patches_the_harness_clock_is_caught_by_host_time() -> None:

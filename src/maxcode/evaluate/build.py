@@ -75,7 +75,9 @@ def build_cpp(source: str, flags: tuple[str, ...], sandbox: Sandbox) -> CompileR
             scratch=scratch,
             limits=_COMPILE_LIMITS,
         )
-        diagnostics = _bounded((result.stderr + result.stdout.decode(errors="replace")).strip())
+        diagnostics = bounded_diagnostics(
+            (result.stderr + result.stdout.decode(errors="replace")).strip()
+        )
         if result.limit_hit:
             diagnostics = f"compiler stopped: {result.limit_hit} limit hit\n{diagnostics}".strip()
         produced = scratch / BINARY_NAME
@@ -112,7 +114,8 @@ def _write_entry(entry: Path, binary: Path | None, diagnostics: str) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _bounded(text: str) -> str:
+def bounded_diagnostics(text: str) -> str:
+    """Compiler output cut to a size a prompt and a store row can carry."""
     if len(text) <= _DIAGNOSTICS_CHARS:
         return text
     return text[:_DIAGNOSTICS_CHARS] + f"\n… ({len(text) - _DIAGNOSTICS_CHARS} more characters)"

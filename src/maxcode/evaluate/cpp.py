@@ -129,12 +129,7 @@ class _Runner:
         (valgrind keeps its log descriptor out of the program's hands)."""
         logs = [tempfile.TemporaryFile(prefix="maxcode-callgrind-") for _ in tests]  # noqa: SIM115
         try:
-            memory = self.limits.memory_bytes
-            limits = Limits(
-                wall_s=max(30.0, self.task.timeout_s * VALGRIND_SLOWDOWN),
-                memory_bytes=None if memory is None else memory + (1 << 30),
-                file_size_bytes=self.limits.file_size_bytes,
-            )
+            limits = _valgrind_limits(self.task)
             argv = [
                 "valgrind",
                 "--tool=callgrind",
@@ -163,6 +158,14 @@ class _Runner:
 class _Counted:
     result: SandboxResult
     instructions: int | None
+
+
+def _valgrind_limits(task: Task) -> Limits:
+    """A run under valgrind: its slowdown in time, its own mappings in memory."""
+    return Limits(
+        wall_s=max(30.0, task.timeout_s * VALGRIND_SLOWDOWN),
+        memory_bytes=(task.memory_mb << 20) + (1 << 30),
+    )
 
 
 def _install(binary: Path) -> Path:
@@ -241,11 +244,7 @@ def _profile(task: Task, candidate: str, sandbox: Sandbox, verdict: Feedback) ->
     program = _install(build.binary)
     workdir = make_scratch("maxcode-profile-")
     try:
-        memory = task.memory_mb << 20
-        limits = Limits(
-            wall_s=max(30.0, task.timeout_s * VALGRIND_SLOWDOWN),
-            memory_bytes=memory + (1 << 30),
-        )
+        limits = _valgrind_limits(task)
         argv = [
             "valgrind",
             "--tool=callgrind",

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import importlib.resources
 import importlib.util
@@ -45,6 +46,7 @@ from pydantic import ValidationError
 
 from maxcode.config import cache_dir
 from maxcode.errors import MaxcodeError, TaskError
+from maxcode.evaluate.build import bounded_diagnostics
 from maxcode.evaluate.cpp import timing_cpu
 from maxcode.evaluate.sandbox import (
     Limits,
@@ -77,7 +79,6 @@ SAMPLED_OUTPUTS = 16
 """Timed calls checked when not all outputs fit (a random sample, drawn after warm-up)."""
 _HOST_SHARE = 0.5
 _HOST_SLACK_S = 0.002
-_COMPILE_OUTPUT_CHARS = 4000
 _RESULT_BYTES = 4 << 30
 
 
@@ -182,6 +183,7 @@ class _Side:
     markers: _Markers
 
 
+@functools.cache
 def _python_paths() -> list[Path]:
     """What the worker's interpreter needs to see: its installation and torch's packages."""
     paths = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}
@@ -657,7 +659,7 @@ class _Judge:
                 "compile_error",
                 _first_error(str(report.get("message", "")), detail),
                 compiled=False,
-                compile_output=_bounded(detail),
+                compile_output=bounded_diagnostics(detail),
             )
         if result.limit_hit == "wall":
             return self.failed("timeout", f"no result within {self.task.timeout_s:g} s (killed)")
@@ -859,9 +861,3 @@ def _first_error(message: str, detail: str) -> str:
         if "error" in line.lower() and ("candidate" in line or ".cpp" in line or ".cu" in line):
             return line.strip()[:500]
     return (message.splitlines()[0] if message else "the candidate failed to build")[:500]
-
-
-def _bounded(text: str) -> str:
-    if len(text) <= _COMPILE_OUTPUT_CHARS:
-        return text
-    return text[:_COMPILE_OUTPUT_CHARS] + f"\n… ({len(text) - _COMPILE_OUTPUT_CHARS} more)"

@@ -4,6 +4,7 @@ OpenAI-compatible server on 127.0.0.1 as the policy and critic, and the offline 
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -128,3 +129,46 @@ def test_cuda_on_a_machine_without_a_gpu_fails_before_any_llm_call(
     assert done.returncode == 2
     assert "no CUDA GPU" in done.stderr and "Traceback" not in done.stderr
     assert server.seen == []
+
+
+BUNDLED_REWRITE = """import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale: float, bias: float):
+        super().__init__()
+        self.scale = scale
+        self.bias = bias
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate = torch.sigmoid(x * 1.702)
+        return torch.addcmul(torch.full_like(x, self.bias), x, gate, value=self.scale)
+"""
+
+
+def test_optimize_a_bundled_problem_with_an_llm(tmp_path: Path) -> None:
+    fake = FakeLLMServer()
+    fake.responder = lambda body: Step(
+        texts=["Diagnosis: fine.\nSuggestions:\n- none"]
+        if is_critic(body)
+        else [fenced(BUNDLED_REWRITE)]
+    )
+    try:
+        done = optimize(
+            str(REPO / "examples" / "kernelbench" / "1_ScaledGELU.py"),
+            "--model", "openai/gpt-4o-mini", "--base-url", fake.url,
+            "--depth", "1", "--candidates", "1", "--repeats", "10", "--no-profile",
+            "--store", str(tmp_path / "runs.db"), "--json",
+        )  # fmt: skip
+    finally:
+        fake.close()
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["status"] == "done" and result["evaluations"] == 1
+    with sqlite3.connect(tmp_path / "runs.db") as db:
+        (stored,) = db.execute("SELECT feedback_json FROM evaluations").fetchone()
+    feedback = json.loads(stored)
+    assert feedback["correct"] is True and feedback["timings"]["candidate"]["trials"] == 10
+    # Judged again at the end when it beat eager; otherwise the reference stands (1.0).
+    assert result["verified_speedup"] is not None and result["verified_speedup"] > 0

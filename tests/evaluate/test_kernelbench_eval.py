@@ -260,7 +260,7 @@ def test_profiles_say_where_each_forward_spends_its_time() -> None:
     names = {op.name for op in reference.top}
     assert {"aten::tanh", "aten::mul"} <= names and names & {"aten::mm", "aten::addmm"}
     assert reference.launches == pytest.approx(3.0)
-    assert 0.99 <= sum(op.share for op in reference.top) <= 1.0 + 1e-9
+    assert 0.9 <= sum(op.share for op in reference.top) <= 1.0 + 1e-9
     assert reference.allocated_bytes > 0 and reference.clock == "cpu"
     assert {"aten::tanh", "aten::mm"} <= {op.name for op in candidate.top}
     text = describe_feedback(feedback)

@@ -31,6 +31,7 @@ import importlib.resources
 import importlib.util
 import json
 import os
+import re
 import secrets
 import shutil
 import statistics
@@ -419,6 +420,12 @@ class _WorkerRunner:
                 "/usr/bin:/bin",
                 "TORCH_EXTENSIONS_DIR": str(cache / "extensions"),
                 "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+                "TRITON_CACHE_DIR": str(cache / "triton"),
+                # The run's uid has no passwd entry: getpass and Path.home would fail on it
+                # (torch.compile asks for the user's name when it is imported).
+                "USER": "maxcode",
+                "LOGNAME": "maxcode",
+                "HOME": str(workdir),
                 "CXX": "g++",
                 "OMP_NUM_THREADS": "1",
                 "MKL_NUM_THREADS": "1",
@@ -501,11 +508,24 @@ def _check_reference(task: Task, side: _Side) -> None:
     result = side.sandbox
     if report:
         why = str(report.get("message", "failed")).splitlines()[0]
+        where = _failing_frame(str(report.get("detail", "")))
+        if where:
+            why = f"{why} ({where})"
     elif result.limit_hit and result.wall_s > 0:
         why = f"{result.limit_hit} limit hit"
     else:
         why = _last_line(result.stderr) or f"exit code {result.exit_code}"
     raise TaskError(f"{task.origin}: the reference does not run: {why}")
+
+
+def _failing_frame(detail: str) -> str:
+    """``file:line`` of the innermost frame of a worker's traceback ('' when there is none):
+    a reference that fails inside a library needs the place named, not just the error."""
+    frames = re.findall(r'File "([^"]+)", line (\d+)', detail)
+    if not frames:
+        return ""
+    path, line = frames[-1]
+    return f"at {Path(path).name}:{line}" if "maxcode-kb-job" in path else f"at {path}:{line}"
 
 
 def _last_line(text: str) -> str:

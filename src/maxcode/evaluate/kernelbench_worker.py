@@ -116,6 +116,9 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
     import torch
 
     device = torch.device(spec["device"])
+    if device.type == "cuda" and device.index is None:
+        # set_device and synchronize want an index; "cuda" means the first visible device.
+        device = torch.device("cuda", 0)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
@@ -169,9 +172,12 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
 
     def make_inputs(seed: int) -> list:
         torch.manual_seed(seed)
-        return [
-            value.to(device) if isinstance(value, torch.Tensor) else value for value in get_inputs()
-        ]
+        # Factories called under the device context make their tensors there: every timed call
+        # gets fresh inputs, and generating them on the host would cost far more than a
+        # kernel's call (reference and candidate generate them the same way either way).
+        with device:
+            made = get_inputs()
+        return [value.to(device) if isinstance(value, torch.Tensor) else value for value in made]
 
     def fresh(inputs: list) -> list:
         return [value.clone() if isinstance(value, torch.Tensor) else value for value in inputs]

@@ -11,9 +11,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-FEEDBACK_SCHEMA_VERSION = 2
+FEEDBACK_SCHEMA_VERSION = 3
 """2: ``device``, ``timings``, ``speedup_vs_compile``, ``shape_scale``, ``profiles``
-(KernelBench); ``cpp_profile``, ``profile_seconds``."""
+(KernelBench); ``cpp_profile``, ``profile_seconds``. 3: ``roofline``, ``kernel_metrics``,
+``kernel_metrics_note`` (KernelBench)."""
 
 TestStatus = Literal[
     "passed", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit"
@@ -102,6 +103,86 @@ class ForwardProfile(_Record):
             f"{top}; {self.launches:.0f} {unit} per call; "
             f"{self.allocated_bytes / 1e6:.2f} MB allocated"
         )
+
+
+class Roofline(_Record):
+    """The task's speed of light: the least time its work can take on this machine.
+
+    Work is counted on the reference: FLOPs of its matrix products and convolutions
+    (``torch.utils.flop_counter``), and the bytes a perfectly fused program still moves (inputs,
+    weights and outputs, each once). Rates are measured on the same device in the same process:
+    a large matrix product in the task's dtype, and the better of a copy and a sum (on a GPU over
+    512 MiB, past the L2 cache the timed calls flush; on a CPU over the task's own bytes, since
+    its fresh inputs sit in the caches).
+    """
+
+    flops: int
+    """Floating-point operations of one forward (matrix products and convolutions only)."""
+    bytes: int
+    """Bytes of the inputs, parameters and outputs of one forward."""
+    flop_rate: float
+    """Measured FLOP/s of a large matrix product in the task's dtype."""
+    byte_rate: float
+    """Measured bytes/s of the better of a copy (read and write counted) and a sum."""
+    floor_s: float
+    """The speed of light: max(flops / flop_rate, bytes / byte_rate), in seconds."""
+    memory_floor_s: float
+    """bytes / byte_rate: no program can beat this without skipping inputs or outputs."""
+    fraction: float | None = None
+    """The candidate's share of the speed of light (floor_s / its median time; 1: at it)."""
+    capped: bool = False
+    """The candidate claimed to beat the memory floor by more than ``ROOFLINE_SLACK``, and its
+    reward was capped there (CUDA, where caches are flushed before each timed call)."""
+
+    def bound(self) -> str:
+        """memory or compute: which of the two floors sets the speed of light."""
+        if self.flop_rate <= 0:
+            return "memory"
+        return "compute" if self.flops / self.flop_rate > self.memory_floor_s else "memory"
+
+    def summary(self) -> str:
+        """One line: the floor, what sets it, and how close the candidate is."""
+        line = (
+            f"speed of light {self.floor_s * 1e3:.4f} ms ({self.bound()}-bound: "
+            f"{self.bytes / 1e6:.2f} MB at {self.byte_rate / 1e9:.0f} GB/s, "
+            f"{self.flops / 1e9:.3f} GFLOP at {self.flop_rate / 1e12:.2f} TFLOP/s)"
+        )
+        if self.fraction is not None:
+            line += f"; candidate at {self.fraction:.0%} of it"
+        return line
+
+
+class KernelMetrics(_Record):
+    """One GPU kernel of the candidate's forward, as Nsight Compute measured it."""
+
+    name: str
+    """The kernel's name (cut to 120 characters)."""
+    launches: int
+    """Launches of this kernel in one forward."""
+    duration_s: float
+    """GPU time of all its launches in one forward (under ncu, clocks not locked)."""
+    occupancy: float | None = None
+    """Achieved occupancy: active warps as a share of the SM's maximum (0 to 1)."""
+    memory_throughput: float | None = None
+    """Memory throughput as a share of the device's peak (0 to 1)."""
+    compute_throughput: float | None = None
+    """SM (compute) throughput as a share of the device's peak (0 to 1)."""
+    dram_bytes: int | None = None
+    """Bytes read from and written to device memory by all its launches."""
+    library: bool = False
+    """A kernel of PyTorch or a vendor library rather than the candidate's own code."""
+
+    def summary(self) -> str:
+        """One line: name, time, and the three throughput figures."""
+        parts = [f"{self.name[:60]}: {self.duration_s * 1e6:.1f} us"]
+        for label, value in (
+            ("occupancy", self.occupancy),
+            ("memory", self.memory_throughput),
+            ("compute", self.compute_throughput),
+        ):
+            if value is not None:
+                parts.append(f"{label} {value:.0%}")
+        return ", ".join(parts)
 
 
 class HotLine(_Record):
@@ -208,6 +289,12 @@ class Feedback(_Record):
     """C++, when profiling was asked for and the candidate is correct: its hot lines."""
     profile_seconds: float | None = None
     """Time spent collecting the profile(s), when asked for."""
+    roofline: Roofline | None = None
+    """KernelBench: the task's speed of light and the candidate's share of it."""
+    kernel_metrics: list[KernelMetrics] = []
+    """KernelBench on CUDA with profiling and Nsight Compute: the forward's kernels."""
+    kernel_metrics_note: str = ""
+    """Why ``kernel_metrics`` is empty when profiling asked for it (no ncu, no permission)."""
 
     def summary(self) -> str:
         """One line for logs and trajectories."""
@@ -223,4 +310,12 @@ class Feedback(_Record):
         profile = self.profiles.get("candidate")
         if profile is not None and profile.top:
             line += "; time in " + ", ".join(f"{op.name} {op.share:.0%}" for op in profile.top[:2])
+        own = [kernel for kernel in self.kernel_metrics if not kernel.library]
+        if own and own[0].memory_throughput is not None and own[0].compute_throughput is not None:
+            line += (
+                f"; kernel {own[0].name[:40]} at {own[0].memory_throughput:.0%} memory, "
+                f"{own[0].compute_throughput:.0%} compute"
+            )
+        if self.roofline is not None and self.roofline.fraction is not None:
+            line += f"; {self.roofline.fraction:.0%} of the speed of light"
         return line

@@ -268,3 +268,54 @@ def test_profiles_say_where_each_forward_spends_its_time() -> None:
     assert "Profile of the candidate's forward: aten::" in text
     assert "time in aten::" in feedback.summary()
     assert judge(CHEATS / "honest.py").profiles == {}
+
+
+def test_the_roofline_counts_the_references_work_and_the_candidates_share() -> None:
+    from maxcode.search.observation import describe_feedback
+
+    feedback = judge(CHEATS / "honest.py")
+    roofline = feedback.roofline
+    assert feedback.correct and roofline is not None
+    # x (64x128) @ weight (128x128); x, the weight and the output moved once, 4 bytes each.
+    assert roofline.flops == 2 * 64 * 128 * 128
+    assert roofline.bytes == (64 * 128 + 128 * 128 + 64 * 128) * 4
+    assert roofline.flop_rate > 1e8 and roofline.byte_rate > 1e8
+    assert roofline.memory_floor_s == pytest.approx(roofline.bytes / roofline.byte_rate)
+    assert roofline.floor_s == pytest.approx(
+        max(roofline.flops / roofline.flop_rate, roofline.memory_floor_s)
+    )
+    assert roofline.fraction == pytest.approx(roofline.floor_s / feedback.candidate_cost)
+    assert "Roofline: speed of light" in describe_feedback(feedback)
+    assert "of the speed of light" in feedback.summary()
+
+
+def test_on_a_cpu_the_speed_of_light_is_reported_not_enforced() -> None:
+    """A candidate that skips reading an input beats the memory floor; on a CPU, where inputs
+    sit in the caches, the floor is no bound, so nothing is capped (the cap is CUDA's, tested
+    with the ``gpu`` tests)."""
+    feedback = judge(CHEATS / "skip_input.py", CHEATS / "skip_problem.py", scale=0.125)
+    roofline = feedback.roofline
+    assert feedback.correct and roofline is not None
+    assert roofline.bytes == (8 * 8 * 2 + 4 * 1024 * 1024) * 4
+    assert roofline.fraction is not None and roofline.fraction > 1.5
+    assert not roofline.capped and not any("speed of light" in f for f in feedback.flags)
+
+
+def test_a_claim_past_the_memory_floor_is_flagged_and_capped_on_cuda() -> None:
+    from maxcode.evaluate.kernelbench import ROOFLINE_SLACK, KernelBenchSettings, _Judge
+    from maxcode.types import Roofline
+
+    task = load_task(str(PROBLEM))
+    verdict = _Judge(None, task, KernelBenchSettings(device="cuda"), "", [], "bwrap")
+    light = Roofline(
+        flops=0, bytes=3_000_000, flop_rate=1e13, byte_rate=3e12, floor_s=1e-6,
+        memory_floor_s=1e-6,
+    )  # fmt: skip
+    # Reference 30 us; a candidate claiming 0.5 us beats the 1 us floor by 2x.
+    speedup, capped = verdict._cap_at_light(60.0, 30e-6, light)
+    assert speedup == pytest.approx(30e-6 / (1e-6 / ROOFLINE_SLACK))
+    assert capped.capped and capped.fraction == pytest.approx(ROOFLINE_SLACK)
+    assert len(verdict.flags) == 1 and "faster than the speed of light" in verdict.flags[0]
+    # Within the slack: left alone.
+    speedup, kept = verdict._cap_at_light(30e-6 / 0.8e-6, 30e-6, light)
+    assert speedup == pytest.approx(37.5) and not kept.capped and len(verdict.flags) == 1

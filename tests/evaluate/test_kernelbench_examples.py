@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from maxcode.evaluate import evaluate_task, prebuild_task
+from maxcode.evaluate import evaluate_task, ncu, prebuild_task
 from maxcode.tasks import kernelbench_suite, load_task
 from maxcode.types import Feedback
 from tests.helpers import REPO
@@ -169,6 +169,44 @@ def test_work_on_a_side_stream_is_timed() -> None:
     # Ten times the work on a side stream: either the output was read before it was ready
     # (wrong), or the device-wide sync put the work inside the timing (slower than eager).
     assert not feedback.correct or feedback.speedup < 1.0, feedback.timings
+
+
+@pytest.mark.gpu
+def test_a_candidate_that_skips_an_input_is_capped_at_the_speed_of_light() -> None:
+    """The candidate never reads the 128 MiB input the task gives: faster than moving the
+    task's bytes once from device memory, which no honest kernel can be."""
+    from maxcode.evaluate.kernelbench import ROOFLINE_SLACK
+
+    cheats = FIXTURES / "cheats"
+    task = load_task(str(cheats / "skip_problem.py"))
+    feedback = evaluate_task(task, (cheats / "skip_input.py").read_text(), device="cuda")
+    roofline = feedback.roofline
+    assert feedback.correct and roofline is not None
+    print(f"skip_input: {roofline.summary()}; {feedback.speedup:.2f}x; {feedback.flags}")
+    assert roofline.capped and any("speed of light" in flag for flag in feedback.flags)
+    ceiling = feedback.timings["reference"].median_s / (roofline.memory_floor_s / ROOFLINE_SLACK)
+    assert feedback.speedup <= ceiling * (1 + 1e-9)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(ncu.find_ncu() is None, reason="ncu (Nsight Compute) is not installed")
+def test_nsight_compute_measures_the_candidates_own_kernel() -> None:
+    source = (FIXTURES / "1_ScaledGELU" / "cuda.py").read_text()
+    task = load_task(str(EXAMPLES / "1_ScaledGELU.py"))
+    feedback = evaluate_task(task, source, device="cuda", profile=True)
+    assert feedback.correct, feedback.error
+    for kernel in feedback.kernel_metrics:
+        print(kernel.summary(), "[library]" if kernel.library else "")
+    print(feedback.kernel_metrics_note, feedback.roofline, feedback.profile_seconds)
+    own = [kernel for kernel in feedback.kernel_metrics if not kernel.library]
+    assert own, feedback.kernel_metrics_note
+    assert own[0].name.startswith("scaled_gelu_kernel") and own[0].launches == 1
+    assert own[0].duration_s > 0 and own[0].dram_bytes
+    for share in (own[0].occupancy, own[0].memory_throughput, own[0].compute_throughput):
+        assert share is not None and 0 < share <= 1.0
+    assert feedback.roofline is not None and not feedback.roofline.capped
+    assert feedback.roofline.bound() == "memory"
+    assert feedback.profiles["candidate"].clock == "cuda"
 
 
 def _nvcc_missing() -> bool:

@@ -47,8 +47,10 @@ from pydantic import ValidationError
 
 from maxcode.config import cache_dir
 from maxcode.errors import MaxcodeError, TaskError
+from maxcode.evaluate import ncu
 from maxcode.evaluate.build import bounded_diagnostics
 from maxcode.evaluate.cpp import timing_cpu
+from maxcode.evaluate.kernelbench_worker import NVTX_RANGE
 from maxcode.evaluate.sandbox import (
     Limits,
     Run,
@@ -63,6 +65,7 @@ from maxcode.types import (
     ErrorKind,
     Feedback,
     ForwardProfile,
+    Roofline,
     TestOutcome,
     TimingStats,
 )
@@ -81,6 +84,12 @@ SAMPLED_OUTPUTS = 16
 _HOST_SHARE = 0.5
 _HOST_SLACK_S = 0.002
 _RESULT_BYTES = 4 << 30
+_COLLECTED_CHARS = 1 << 20
+ROOFLINE_SLACK = 1.5
+"""On CUDA, a candidate claiming to beat the memory floor (its inputs, weights and outputs
+moved once at the measured rate) by more than this factor is flagged and its reward capped
+there. The timed calls flush the L2 cache first, so those bytes must come from device memory;
+1.5 leaves room for a kernel that streams better than the measured copy and sum."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +191,8 @@ class _Side:
     tensors: dict[str, Any] | None
     sandbox: SandboxResult
     markers: _Markers
+    collected: str = ""
+    """The text of a file the run was asked to leave (ncu's log), bounded."""
 
 
 @functools.cache
@@ -342,8 +353,12 @@ def evaluate_kernelbench(
             "trials": trials,
             "keep_positions": None if len(positions) == trials else positions,
         }
-        judged = runner.run("candidate", {**common, **matching}, _cache_folder("cand", candidate))
-        return verdict.judge(reference, judged)
+        cache = _cache_folder("cand", candidate)
+        judged = runner.run("candidate", {**common, **matching}, cache)
+        feedback = verdict.judge(reference, judged)
+        if feedback.correct and settings.profile and settings.device == "cuda":
+            feedback = _with_kernel_metrics(feedback, runner, common, candidate, cache)
+        return feedback
     finally:
         written.remove()
 
@@ -377,6 +392,42 @@ class _Seeds:
         }
 
 
+def _with_kernel_metrics(
+    feedback: Feedback, runner: _WorkerRunner, common: dict[str, Any], source: str, cache: Path
+) -> Feedback:
+    """The candidate's forward under Nsight Compute (a sandboxed run of its own, after the
+    timed ones): its kernels with occupancy and throughput. Without ncu, or when ncu measures
+    nothing, a note says why and the torch.profiler kernel times stand."""
+    executable = ncu.find_ncu()
+    if executable is None:
+        note = "no ncu (Nsight Compute) here: kernel times come from torch.profiler only"
+        return feedback.model_copy(update={"kernel_metrics_note": note})
+    started = time.perf_counter()
+    side = runner.run(
+        "kernels",
+        common,
+        cache,
+        prefix=tuple(ncu.command(executable, Path("ncu.csv"), NVTX_RANGE)),
+        readonly=tuple(ncu.install_folders(executable)),
+        collect="ncu.csv",
+    )
+    spent = time.perf_counter() - started
+    kernels = ncu.parse_csv(side.collected, source)
+    note = ""
+    if not kernels:
+        why = ncu.failure_note(side.collected + "\n" + side.sandbox.stderr)
+        if not why and side.report.get("stage") not in (None, "ok"):
+            why = f"the profiled run failed: {side.report.get('message', '')}"[:200]
+        note = why or f"ncu measured no kernels (exit {side.sandbox.exit_code})"
+    return feedback.model_copy(
+        update={
+            "kernel_metrics": kernels,
+            "kernel_metrics_note": note,
+            "profile_seconds": (feedback.profile_seconds or 0.0) + spent,
+        }
+    )
+
+
 def _write(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")
     os.chmod(path, 0o644)
@@ -402,7 +453,18 @@ class _WorkerRunner:
     python_paths: list[Path]
     cpu: int | None
 
-    def run(self, role: str, spec: dict[str, Any], cache: Path) -> _Side:
+    def run(
+        self,
+        role: str,
+        spec: dict[str, Any],
+        cache: Path,
+        *,
+        prefix: tuple[str, ...] = (),
+        readonly: tuple[Path, ...] = (),
+        collect: str | None = None,
+    ) -> _Side:
+        """One sandboxed worker run; ``prefix`` goes before the interpreter (a profiler),
+        ``readonly`` adds folders it must see, ``collect`` names a file it leaves behind."""
         spec_path = self.job / f"{role}.json"
         _write(spec_path, json.dumps({**spec, "role": role}))
         workdir = make_scratch(f"maxcode-kb-{role}-")
@@ -426,6 +488,7 @@ class _WorkerRunner:
                 "USER": "maxcode",
                 "LOGNAME": "maxcode",
                 "HOME": str(workdir),
+                "TMPDIR": str(workdir),
                 "CXX": "g++",
                 "OMP_NUM_THREADS": "1",
                 "MKL_NUM_THREADS": "1",
@@ -439,12 +502,19 @@ class _WorkerRunner:
             for passed in ("CUDA_VISIBLE_DEVICES", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST"):
                 if passed in os.environ:
                     environment[passed] = os.environ[passed]
-            argv = [sys.executable, "-I", "-B", str(self.job / "worker.py"), str(spec_path)]
+            argv = [
+                *prefix,
+                sys.executable,
+                "-I",
+                "-B",
+                str(self.job / "worker.py"),
+                str(spec_path),
+            ]
             with _sole_user(cache):
                 results = self.sandbox.run_batch(
                     argv,
                     [Run(workdir=workdir, aux_fd=markers.write_fd)],
-                    readonly=[self.job, *self.python_paths],
+                    readonly=[self.job, *self.python_paths, *readonly],
                     writable=[cache],
                     limits=limits,
                     cpu=self.cpu,
@@ -453,7 +523,11 @@ class _WorkerRunner:
                 )
             markers.close()
             report, tensors = _read_evidence(workdir)
-            return _Side(report, tensors, results[0], markers)
+            collected = ""
+            if collect is not None and (workdir / collect).is_file():
+                with open(workdir / collect, encoding="utf-8", errors="replace") as handle:
+                    collected = handle.read(_COLLECTED_CHARS)
+            return _Side(report, tensors, results[0], markers, collected)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
@@ -516,6 +590,31 @@ def _check_reference(task: Task, side: _Side) -> None:
     else:
         why = _last_line(result.stderr) or f"exit code {result.exit_code}"
     raise TaskError(f"{task.origin}: the reference does not run: {why}")
+
+
+def _roofline(measured: object, candidate_s: float) -> Roofline | None:
+    """The speed of light from the reference's measured work and rates (None when the
+    reference did not report them, or reported nonsense)."""
+    if not isinstance(measured, dict):
+        return None
+    try:
+        flops, moved = int(measured["flops"]), int(measured["bytes"])
+        flop_rate, byte_rate = float(measured["flop_rate"]), float(measured["byte_rate"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if byte_rate <= 0 or moved < 0 or flops < 0 or flop_rate < 0:
+        return None
+    memory_floor = moved / byte_rate
+    floor = max(memory_floor, flops / flop_rate if flop_rate > 0 else 0.0)
+    return Roofline(
+        flops=flops,
+        bytes=moved,
+        flop_rate=flop_rate,
+        byte_rate=byte_rate,
+        floor_s=floor,
+        memory_floor_s=memory_floor,
+        fraction=floor / candidate_s if candidate_s > 0 else None,
+    )
 
 
 def _failing_frame(detail: str) -> str:
@@ -722,6 +821,9 @@ class _Judge:
                 "threads: the candidate changed torch's thread count "
                 f"({report.get('torch_threads_before')} -> {report.get('torch_threads_after')})"
             )
+        roofline = _roofline(reference.report.get("roofline"), candidate_cost)
+        if roofline is not None and self.settings.device == "cuda":
+            speedup, roofline = self._cap_at_light(speedup, reference_cost, roofline)
         if speedup > IMPLAUSIBLE_SPEEDUP:
             self.flags.append(f"implausible: {speedup:.0f}x faster than eager; check it by hand")
         vs_compile = None
@@ -752,6 +854,27 @@ class _Judge:
             speedup_vs_compile=vs_compile,
             profiles=profiles,
             profile_seconds=profile_seconds,
+            roofline=roofline,
+        )
+
+    def _cap_at_light(
+        self, speedup: float, reference_cost: float, roofline: Roofline
+    ) -> tuple[float, Roofline]:
+        """A candidate faster than moving its bytes once (by more than ``ROOFLINE_SLACK``) did
+        not do the work while timed, or skips inputs the task reads: flagged, reward capped."""
+        limit_s = roofline.memory_floor_s / ROOFLINE_SLACK
+        claimed_s = reference_cost / speedup
+        if claimed_s >= limit_s:
+            return speedup, roofline
+        self.flags.append(
+            f"implausible: faster than the speed of light ({claimed_s * 1e6:.2f} us per call, "
+            f"but moving its {roofline.bytes / 1e6:.2f} MB once takes "
+            f"{roofline.memory_floor_s * 1e6:.2f} us at the measured "
+            f"{roofline.byte_rate / 1e9:.0f} GB/s); reward capped at {ROOFLINE_SLACK:g}x that"
+        )
+        capped = reference_cost / limit_s
+        return min(speedup, capped), roofline.model_copy(
+            update={"capped": True, "fraction": roofline.floor_s / limit_s}
         )
 
     def _host_check(

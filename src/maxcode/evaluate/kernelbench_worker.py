@@ -204,6 +204,9 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         }
         return any(out.numel() and out.untyped_storage().data_ptr() in pointers for out in outputs)
 
+    if spec["role"] == "kernels":
+        _forward_under_nvtx(torch, model, make_inputs(spec["pool_seeds"][0]), fresh, sync)
+        return
     saved: dict[str, list] = {"check": [], "again": [], "before": [], "after": []}
     aliased = []
     with torch.no_grad():
@@ -246,8 +249,95 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
             if spec.get("compile_baseline"):
                 compiled = torch.compile(model)
                 times["compile"] = timing.run(compiled, "C", None, len(times[label]))
+            result["roofline"] = _roofline(
+                torch, model, make_inputs(spec["pool_seeds"][0]), device, sync
+            )
     result["times"] = times
     torch.save(saved, "tensors.pt")
+
+
+NVTX_RANGE = "maxcode_forward"
+"""The NVTX range around the one forward Nsight Compute profiles (role ``kernels``)."""
+
+
+def _forward_under_nvtx(
+    torch: Any, model: Any, inputs: list[Any], fresh: Callable[[list], list], sync: Callable
+) -> None:
+    """Two warm-up forwards (lazy initialisation, autotuning), then one inside the NVTX range
+    that ncu is told to profile: the kernels of one steady-state forward."""
+    with torch.no_grad():
+        for _ in range(2):
+            model(*fresh(inputs))
+            sync()
+        torch.cuda.nvtx.range_push(NVTX_RANGE)
+        model(*fresh(inputs))
+        sync()
+        torch.cuda.nvtx.range_pop()
+
+
+def _roofline(torch: Any, model: Any, inputs: list[Any], device: Any, sync: Callable) -> dict:
+    """The reference's work (FLOPs of matrix products and convolutions; bytes of inputs,
+    parameters and outputs, each once) and this device's measured rates for it."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        output = model(*inputs)
+    sync()
+    outputs = output if isinstance(output, (tuple, list)) else [output]
+    state: dict[int, Any] = {}
+    if isinstance(model, torch.nn.Module):
+        for tensor in [*model.parameters(), *model.buffers()]:
+            state.setdefault(tensor.data_ptr(), tensor)
+    counted = [
+        value for value in [*inputs, *state.values(), *outputs] if isinstance(value, torch.Tensor)
+    ]
+    moved = sum(value.numel() * value.element_size() for value in counted)
+    floating = [value for value in counted if value.is_floating_point()]
+    dtype = max(floating, key=lambda v: v.numel() * v.element_size()).dtype if floating else None
+    return {
+        "flops": int(counter.get_total_flops()),
+        "bytes": int(moved),
+        "flop_rate": _matmul_rate(torch, device, dtype or torch.float32, sync),
+        "byte_rate": _byte_rate(torch, device, sync, moved),
+    }
+
+
+def _best_seconds(work: Callable[[], object], sync: Callable, repeats: int = 3) -> float:
+    work()
+    sync()
+    best = float("inf")
+    for _ in range(repeats):
+        start = _perf_counter()
+        work()
+        sync()
+        best = min(best, _perf_counter() - start)
+    return max(best, 1e-9)
+
+
+def _matmul_rate(torch: Any, device: Any, dtype: Any, sync: Callable) -> float:
+    """FLOP/s of a large square matrix product in ``dtype`` (TF32 stays off, as in timing)."""
+    size = 4096 if device.type == "cuda" else 1024
+    try:
+        a = torch.randn(size, size, device=device).to(dtype)
+        b = torch.randn(size, size, device=device).to(dtype)
+        seconds = _best_seconds(lambda: torch.mm(a, b), sync)
+    except RuntimeError:  # a dtype without a matrix product here
+        return 0.0
+    return 2.0 * size**3 / seconds
+
+
+def _byte_rate(torch: Any, device: Any, sync: Callable, moved: int) -> float:
+    """Bytes/s of the better of a copy (bytes read and written) and a sum (bytes read).
+
+    On a GPU the buffer is 512 MiB, far past the L2 cache, which the timed calls flush anyway:
+    the rate of device memory. On a CPU nothing is flushed and fresh inputs sit in the caches,
+    so the buffer has the task's own size (1 MiB to 128 MiB): the rate its data can move at."""
+    size = 512 << 20 if device.type == "cuda" else min(max(moved, 1 << 20), 128 << 20)
+    buffer = torch.ones(size // 4, dtype=torch.float32, device=device)
+    copy = _best_seconds(lambda: buffer.clone(), sync)
+    read = _best_seconds(lambda: buffer.sum(), sync)
+    return max(2.0 * size / copy, size / read)
 
 
 _TOP_OPERATORS = 8

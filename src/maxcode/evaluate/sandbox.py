@@ -246,6 +246,8 @@ class Sandbox:
         limits = limits or Limits()
         if argv is None and any(run.argv is None for run in runs):
             raise ValueError("a run has no command and the batch gives none")
+        if devices and len(runs) != 1:
+            raise ValueError("a batch with devices holds one run (its /tmp is not per run)")
         uid = _uids.acquire() if self.drops_uid else None
         private_root = make_scratch("maxcode-batch-")
         try:
@@ -307,6 +309,12 @@ class Sandbox:
                 command += ["--ro-bind-try", "/sys", "/sys"]
             # Nothing but the bound folders stays writable: no /tmp or /dev/shm shared by runs.
             command += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", "/"]
+            bound = [Path(path).resolve() for path in [*readonly, *writable]]
+            if devices and not any(Path("/dev/shm") in [p, *p.parents] for p in bound):
+                # GPU tools (Nsight Compute, CUDA IPC) want a writable /dev/shm: a fresh one for
+                # this start, gone with it (a GPU batch holds a single run). TMPDIR stands in
+                # for /tmp.
+                command += ["--tmpfs", "/dev/shm"]
             command += ["--clearenv"]
             for key, value in environment.items():
                 command += ["--setenv", key, value]

@@ -115,6 +115,25 @@ def _kernelbench_critique(feedback: Feedback) -> str:
                 "kernel that reads the input once and writes the output once."
             )
         suggestions.append(f"- Write {first.name} as a custom kernel specialised to these shapes.")
+    roofline = feedback.roofline
+    if roofline is not None and roofline.fraction is not None and not roofline.capped:
+        diagnosis += f" It runs at {roofline.fraction:.0%} of the task's speed of light."
+        if roofline.bound() == "memory" and roofline.fraction < 0.5:
+            suggestions.append(
+                f"- The task is memory-bound ({roofline.bytes / 1e6:.2f} MB per call): read each "
+                "input once with wide, coalesced loads and write the output once."
+            )
+        elif roofline.bound() == "compute" and roofline.fraction < 0.5:
+            suggestions.append(
+                f"- The task is compute-bound ({roofline.flops / 1e9:.3f} GFLOP per call): tile "
+                "the products so operands are reused from registers and shared memory."
+            )
+    own = [kernel for kernel in feedback.kernel_metrics if not kernel.library]
+    if own and own[0].occupancy is not None and own[0].occupancy < 0.3:
+        suggestions.append(
+            f"- {own[0].name[:60]} reaches {own[0].occupancy:.0%} occupancy: use more threads "
+            "per block or fewer registers and less shared memory per thread."
+        )
     if feedback.speedup_vs_compile is not None and feedback.speedup_vs_compile < 1:
         suggestions.append(
             f"- torch.compile is still {1 / feedback.speedup_vs_compile:.2f}x faster: it fuses "

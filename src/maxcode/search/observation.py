@@ -109,6 +109,20 @@ def describe_feedback(feedback: Feedback | None) -> str:
         profile = feedback.profiles.get(name)
         if feedback.correct and profile is not None:
             lines.append(f"Profile of the {name}'s forward: {profile.summary(5)}.")
+    if feedback.correct and feedback.kernel_metrics:
+        lines.append(
+            "Kernels of the candidate's forward (Nsight Compute; occupancy and throughput as "
+            "shares of peak): "
+            + "; ".join(
+                kernel.summary() + (" [library]" if kernel.library else "")
+                for kernel in feedback.kernel_metrics[:5]
+            )
+            + "."
+        )
+    elif feedback.correct and feedback.kernel_metrics_note:
+        lines.append(f"Kernel metrics: {feedback.kernel_metrics_note}.")
+    if feedback.correct and feedback.roofline is not None:
+        lines.append(f"Roofline: {feedback.roofline.summary()}.")
     lines += [f"Harness flag: {flag}" for flag in feedback.flags]
     return "\n".join(lines)
 

@@ -277,7 +277,8 @@ class Feedback(_Record):
     device: str = "cpu"
     """Where the programs ran: cpu or cuda."""
     timings: dict[str, TimingStats] = {}
-    """KernelBench: per-call timings of ``reference`` (eager), ``candidate`` and, when measured,
+    """KernelBench: per-call timings of ``reference`` (eager), ``candidate``, ``harness`` (an
+    identity model timed the same way: the fixed cost in every call) and, when measured,
     ``compile`` (the reference under ``torch.compile``)."""
     speedup_vs_compile: float | None = None
     """KernelBench: the ``torch.compile`` baseline's cost / the candidate's, when measured."""

@@ -67,6 +67,9 @@ def test_an_honest_candidate_is_correct_and_timed_against_eager() -> None:
     assert reference.host_s is not None and candidate.host_s is not None
     assert feedback.speedup == pytest.approx(reference.median_s / candidate.median_s)
     assert "compile" not in feedback.timings and feedback.speedup_vs_compile is None
+    # The harness's own cost per call, measured with an identity model, is below both.
+    harness = feedback.timings["harness"]
+    assert harness.trials == 20 and 0 < harness.median_s < reference.median_s
 
 
 def test_maxcode_eval_json_has_the_contract_fields_and_the_compile_baseline() -> None:

@@ -62,8 +62,10 @@ def _calls(store: Path) -> list[str]:
 
 
 def _count(store: Path) -> int:
+    if not store.exists():
+        return 0  # connecting would create it, racing maxcode's own creation of the store
     try:
-        with sqlite3.connect(store, timeout=1) as db:
+        with sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=1) as db:
             return int(db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0])
     except sqlite3.Error:
         return 0

@@ -156,6 +156,12 @@ def _describe_timings(feedback: Feedback) -> str:
     line = f"Per call on {feedback.device}, median of {feedback.repeats}: " + ", ".join(parts)
     if feedback.speedup_vs_compile is not None:
         line += f"; {feedback.speedup_vs_compile:.2f}x against torch.compile"
+    harness = feedback.timings.get("harness")
+    if harness is not None:
+        line += (
+            f"; every timed call includes {harness.median_s * 1e3:.4g} ms of fixed harness cost "
+            "(an identity model timed the same way)"
+        )
     return line + "."
 
 

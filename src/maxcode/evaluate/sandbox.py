@@ -247,7 +247,7 @@ class Sandbox:
         if argv is None and any(run.argv is None for run in runs):
             raise ValueError("a run has no command and the batch gives none")
         if devices and len(runs) != 1:
-            raise ValueError("a batch with devices holds one run (its /tmp is not per run)")
+            raise ValueError("a batch with devices holds one run (its /dev/shm is not per run)")
         uid = _uids.acquire() if self.drops_uid else None
         private_root = make_scratch("maxcode-batch-")
         try:

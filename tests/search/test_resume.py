@@ -38,9 +38,18 @@ def responder(body: dict[str, Any]) -> Step:
     return Step(texts=texts)
 
 
+# A terminal's maxcode starts with SIGINT at Python's default handler. A process started from
+# a long test session may inherit SIGINT ignored or blocked (both survive exec); undo that.
+_AS_FROM_A_TERMINAL = (
+    "import signal; signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
+    "signal.signal(signal.SIGINT, signal.default_int_handler); "
+)
+
+
 def _command(task: Path, store: Path, url: str) -> list[str]:
     return [
-        sys.executable, "-c", "from maxcode.cli import run_cli; run_cli()", "optimize", str(task),
+        sys.executable, "-c", _AS_FROM_A_TERMINAL + "from maxcode.cli import run_cli; run_cli()",
+        "optimize", str(task),
         "--model", "openai/gpt-4o-mini", "--base-url", url, "--method", "cuda-llm",
         "--maxcode", "--depth", "4", "--candidates", "2", "--metric", "instructions",
         "--store", str(store), "--json",
@@ -59,6 +68,15 @@ def _evaluations(store: Path) -> list[tuple[str, float]]:
 def _calls(store: Path) -> list[str]:
     with sqlite3.connect(store) as db:
         return sorted(row[0] for row in db.execute("SELECT purpose FROM llm_calls WHERE ok = 1"))
+
+
+def _signal_status(pid: int | str = "self") -> str:
+    """The ignored and blocked signal masks of a process (for a failure's message)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return " ".join(x.strip() for x in status if x.startswith(("SigIgn", "SigBlk")))
+    except OSError:
+        return "?"
 
 
 def _count(store: Path) -> int:
@@ -145,10 +163,11 @@ def test_ctrl_c_stops_cleanly_keeps_everything_and_resumes(tmp_path: Path) -> No
             before.append(line)
             if line.lstrip().startswith("step 1/"):
                 break
+        status = _signal_status(running.pid)
         running.send_signal(signal.SIGINT)
         _, stderr = running.communicate(timeout=120)
         stderr = "".join(before) + stderr
-        assert running.returncode == 130, stderr
+        assert running.returncode == 130, f"{stderr}\nchild {status}; test {_signal_status()}"
         assert "interrupted; everything so far is kept" in stderr
         assert "Traceback" not in stderr
         with sqlite3.connect(store) as db:

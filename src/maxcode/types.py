@@ -11,10 +11,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-FEEDBACK_SCHEMA_VERSION = 3
+FEEDBACK_SCHEMA_VERSION = 4
 """2: ``device``, ``timings``, ``speedup_vs_compile``, ``shape_scale``, ``profiles``
 (KernelBench); ``cpp_profile``, ``profile_seconds``. 3: ``roofline``, ``kernel_metrics``,
-``kernel_metrics_note`` (KernelBench)."""
+``kernel_metrics_note`` (KernelBench). 4: ``suspect``, ``claimed_speedup`` (the integrity
+policy: a void finding takes the reward)."""
 
 TestStatus = Literal[
     "passed", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit"
@@ -259,7 +260,13 @@ class Feedback(_Record):
     error: ErrorInfo | None = None
     """Null when correct; otherwise the first problem found."""
     flags: list[str] = []
-    """Integrity findings (implausible speedup, weak isolation, ...); empty when none."""
+    """Integrity findings, ``"category: message"`` (``maxcode.evaluate.integrity`` says which
+    categories void the reward and which only warn); empty when none."""
+    suspect: str | None = None
+    """The void finding that took the reward: the measurement cannot be trusted (speedup 0,
+    never the best, never verified, never counted); None for a clean verdict."""
+    claimed_speedup: float | None = None
+    """What the candidate measured before a void finding took it (None when not suspect)."""
     tests: list[TestOutcome] = []
     """Per-test outcomes, in test order (stops after the first failing test is detailed)."""
     compile_output: str = ""
@@ -301,6 +308,9 @@ class Feedback(_Record):
         """One line for logs and trajectories."""
         if not self.compiled:
             return "did not compile"
+        if self.suspect is not None:
+            claimed = f" (measured {self.claimed_speedup:.2f}x)" if self.claimed_speedup else ""
+            return f"suspect, no reward{claimed}: {self.suspect}"
         if not self.correct:
             what = self.error.message.splitlines()[0] if self.error else "wrong"
             return f"incorrect ({self.tests_passed}/{self.tests_total} tests): {what}"

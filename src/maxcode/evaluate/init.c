@@ -1,13 +1,26 @@
 /*
  * maxcode-init: the trusted first process of every sandboxed batch of runs.
  *
- *   maxcode-init STATUS_FD MODE TIMEOUT_MS LIMITS N [STDIN STDOUT STDERR AUX DIR PROG] x N
- *                M [ARGC ARGV...] x M
+ *   maxcode-init STATUS_FD MODE TIMEOUT_MS LIMITS N [STDIN STDOUT STDERR AUX DIR PROG FRESH] x N
+ *                M [ARGC ARGV...] x M ISOLATE K [KIND PATH] x K
  *
  * LIMITS is "AS:CPU:FSIZE:NPROC:PIN": address space and file size in bytes, CPU seconds,
  * process count, and the CPU to pin every run to; -1 leaves one unset. They are applied to
  * each run's process (root ignores a process-count limit: the caller runs this as a uid of
  * the run's own).
+ *
+ * ISOLATE 1 gives every run, before its program starts, a state of its own: new user, ipc and
+ * mount namespaces (System V and POSIX IPC objects, message queues and mounts die with the run),
+ * then the K mount entries, in order: KIND "fresh" mounts an empty writable tmpfs at PATH (a
+ * private /tmp, /dev/shm), "hide" an empty read-only one (expected outputs), and "ro" / "rw"
+ * bind PATH back where a fresh or hidden mount covered it (the run's folders, the binaries). A
+ * run whose FRESH is 1 gets an empty tmpfs at DIR: nothing an earlier run wrote there survives.
+ * A run that cannot be isolated does not start (exit 126, fail closed). ISOLATE 0 (rlimits)
+ * skips all of this.
+ *
+ * Each status line carries cpu_us, the CPU time of every process of the run (threads, children
+ * and anything left behind, reaped by this init), against wall_ns: the judge compares them,
+ * since a CPU pin is a request the program can undo.
  *
  * M programs follow the runs, each as its argument count and arguments; PROG is the index of the
  * program a run starts. For each of the N runs, one after the other, it starts the program in DIR
@@ -37,9 +50,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -115,10 +130,124 @@ static long long elapsed_ns(const struct timespec *from, const struct timespec *
     return (long long)(to->tv_sec - from->tv_sec) * 1000000000LL + (to->tv_nsec - from->tv_nsec);
 }
 
+#define MAX_MOUNTS 64
+
+struct mount_entry {
+    const char *kind; /* fresh, hide, ro, rw */
+    const char *path;
+};
+
+static int write_file(const char *path, const char *text) {
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t written = write(fd, text, strlen(text));
+    close(fd);
+    return written == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+static int make_dirs(const char *path) {
+    char buffer[4096];
+    if (strlen(path) >= sizeof buffer) return -1;
+    strcpy(buffer, path);
+    for (char *slash = buffer + 1; *slash; slash++) {
+        if (*slash != '/') continue;
+        *slash = '\0';
+        if (mkdir(buffer, 0755) != 0 && errno != EEXIST) return -1;
+        *slash = '/';
+    }
+    return mkdir(buffer, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* Remount a bind read-only, keeping the flags a user namespace may not drop (nosuid, nodev,
+ * noexec, the atime flags of the mount it came from). */
+static int remount_read_only(const char *path) {
+    struct statvfs info;
+    if (statvfs(path, &info) != 0) return -1;
+    unsigned long flags = MS_REMOUNT | MS_BIND | MS_RDONLY;
+    if (info.f_flag & ST_NOSUID) flags |= MS_NOSUID;
+    if (info.f_flag & ST_NODEV) flags |= MS_NODEV;
+    if (info.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+    if (info.f_flag & ST_NOATIME) flags |= MS_NOATIME;
+    if (info.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
+    if (info.f_flag & ST_RELATIME) flags |= MS_RELATIME;
+    return mount(NULL, path, NULL, flags, NULL);
+}
+
+static void isolation_failed(const char *what, const char *path) {
+    fprintf(stderr, "maxcode-init: cannot isolate the run (%s %s): %s\n", what, path ? path : "",
+            strerror(errno));
+    _exit(126);
+}
+
+/* In the run's child, before exec: new user, ipc and mount namespaces; then the mounts. */
+static void isolate_run(const struct mount_entry *entries, int count, const char *dir, int fresh) {
+    uid_t uid = getuid();
+    gid_t gid = getgid();
+    /* The init is not dumpable, which would leave this child's /proc files to root: the run's
+     * process becomes dumpable at exec anyway, and must write its own uid map now. */
+    prctl(PR_SET_DUMPABLE, 1);
+    if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC) != 0) isolation_failed("unshare", NULL);
+    char map[64];
+    write_file("/proc/self/setgroups", "deny");
+    snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+    if (write_file("/proc/self/uid_map", map) != 0) isolation_failed("uid_map", NULL);
+    snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+    if (write_file("/proc/self/gid_map", map) != 0) isolation_failed("gid_map", NULL);
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) isolation_failed("private", "/");
+    /* Opened in the new namespace (a bind's source must be one of its mounts), before the
+     * covers below hide them. */
+    int kept[MAX_MOUNTS];
+    for (int k = 0; k < count; k++) {
+        kept[k] = -1;
+        if (strcmp(entries[k].kind, "ro") == 0 || strcmp(entries[k].kind, "rw") == 0) {
+            kept[k] = open(entries[k].path, O_PATH | O_CLOEXEC);
+        }
+    }
+    /* Covers first (writable, so that the binds below can make their mount points), then the
+     * binds, then the hidden covers turn read-only. */
+    for (int k = 0; k < count; k++) {
+        const char *kind = entries[k].kind, *path = entries[k].path;
+        struct stat info;
+        if (strcmp(kind, "fresh") != 0 && strcmp(kind, "hide") != 0) continue;
+        if (stat(path, &info) != 0 || !S_ISDIR(info.st_mode)) continue;
+        if (mount("maxcode", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=1777") != 0)
+            isolation_failed(kind, path);
+    }
+    for (int k = 0; k < count; k++) {
+        const char *kind = entries[k].kind, *path = entries[k].path;
+        struct stat info;
+        if (kept[k] < 0) continue; /* not a bind, or nothing there to restore */
+        char source[64];
+        snprintf(source, sizeof source, "/proc/self/fd/%d", kept[k]);
+        if (stat(path, &info) != 0 && make_dirs(path) != 0) isolation_failed("mkdir", path);
+        if (mount(source, path, NULL, MS_BIND | MS_REC, NULL) != 0) isolation_failed("bind", path);
+        if (strcmp(kind, "ro") == 0 && remount_read_only(path) != 0)
+            isolation_failed("read-only", path);
+        close(kept[k]);
+    }
+    for (int k = 0; k < count; k++) {
+        struct stat info;
+        if (strcmp(entries[k].kind, "hide") != 0) continue;
+        if (stat(entries[k].path, &info) != 0 || !S_ISDIR(info.st_mode)) continue;
+        if (remount_read_only(entries[k].path) != 0) isolation_failed("read-only", entries[k].path);
+    }
+    if (fresh && mount("maxcode", dir, "tmpfs", MS_NOSUID | MS_NODEV, "size=1g,mode=0700") != 0)
+        isolation_failed("fresh", dir);
+}
+
+static long long children_cpu_us(void) {
+    struct rusage usage;
+    memset(&usage, 0, sizeof usage);
+    getrusage(RUSAGE_CHILDREN, &usage);
+    return (long long)(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000000LL +
+           usage.ru_utime.tv_usec + usage.ru_stime.tv_usec;
+}
+
 int main(int argc, char **argv) {
     if (argc < 8) {
         fprintf(stderr, "usage: maxcode-init STATUS_FD ns|uid|group TIMEOUT_MS LIMITS N "
-                        "[STDIN STDOUT STDERR AUX DIR PROG]... M [ARGC ARGV...]...\n");
+                        "[STDIN STDOUT STDERR AUX DIR PROG FRESH]... M [ARGC ARGV...]... "
+                        "ISOLATE K [KIND PATH]...\n");
         return 125;
     }
     int status_fd = atoi(argv[1]);
@@ -134,7 +263,8 @@ int main(int argc, char **argv) {
     }
     int runs = atoi(argv[5]);
     int first = 6; /* the first run's STDIN */
-    int at = first + 6 * runs;
+    const int fields = 7;
+    int at = first + fields * runs;
     int programs = at < argc ? atoi(argv[at++]) : 0;
     if (runs < 1 || programs < 1 || programs > 64) {
         fprintf(stderr, "maxcode-init: bad arguments\n");
@@ -152,6 +282,17 @@ int main(int argc, char **argv) {
         for (int k = 0; k < count; k++) program_argv[p][k] = argv[at + k];
         at += count;
     }
+    int isolate = at < argc ? atoi(argv[at++]) : 0;
+    int mounts = at < argc ? atoi(argv[at++]) : 0;
+    if (mounts < 0 || mounts > MAX_MOUNTS || at + 2 * mounts > argc) {
+        fprintf(stderr, "maxcode-init: bad mount entries\n");
+        return 125;
+    }
+    struct mount_entry entries[MAX_MOUNTS];
+    for (int k = 0; k < mounts; k++) {
+        entries[k].kind = argv[at++];
+        entries[k].path = argv[at++];
+    }
     if (pin >= 0) {
         cpu_set_t set;
         CPU_ZERO(&set);
@@ -163,24 +304,26 @@ int main(int argc, char **argv) {
     fcntl(status_fd, F_SETFD, FD_CLOEXEC);
     for (int run = 0; run < runs; run++) {
         for (int k = 0; k < 4; k++) {
-            int fd = atoi(argv[first + 6 * run + k]);
+            int fd = atoi(argv[first + fields * run + k]);
             if (fd >= 0) fcntl(fd, F_SETFD, FD_CLOEXEC);
         }
     }
 
     int last_status = 0;
     for (int run = 0; run < runs; run++) {
-        const int base = first + 6 * run;
+        const int base = first + fields * run;
         int in = atoi(argv[base]), out = atoi(argv[base + 1]);
         int err = atoi(argv[base + 2]), aux = atoi(argv[base + 3]);
         const char *dir = argv[base + 4];
         int chosen = atoi(argv[base + 5]);
+        int fresh = atoi(argv[base + 6]);
         if (chosen < 0 || chosen >= programs) {
             dprintf(status_fd, "run=%d error=program\n", run);
             return 125;
         }
         char **command = program_argv[chosen];
         struct timespec started, ended;
+        long long cpu_before = children_cpu_us();
         clock_gettime(CLOCK_MONOTONIC, &started);
         pid_t child = fork();
         if (child < 0) {
@@ -189,7 +332,9 @@ int main(int argc, char **argv) {
         }
         if (child == 0) {
             if (mode == MODE_GROUP) setpgid(0, 0);
-            if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 || chdir(dir) != 0) _exit(126);
+            if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(126);
+            if (isolate) isolate_run(entries, mounts, dir, fresh);
+            if (chdir(dir) != 0) _exit(126);
             if (aux >= 0 && (aux == 3 ? fcntl(3, F_SETFD, 0) : dup2(aux, 3)) < 0) _exit(126);
             set_limit(RLIMIT_CORE, 0, 0);
             set_limit(RLIMIT_AS, limit_as, limit_as);
@@ -242,8 +387,10 @@ int main(int argc, char **argv) {
             if (errno != EINTR) break;
         }
         int stragglers = kill_leftovers(mode, child);
-        long long cpu_us = (long long)(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000000LL +
-                           usage.ru_utime.tv_usec + usage.ru_stime.tv_usec;
+        reap_ready();
+        /* Every process of the run was a child of this init or reparented to it (it is the
+         * subreaper) and has been reaped: their CPU time is all in RUSAGE_CHILDREN. */
+        long long cpu_us = children_cpu_us() - cpu_before;
         dprintf(status_fd,
                 "run=%d status=%d wall_ns=%lld cpu_us=%lld maxrss_kb=%ld stragglers=%d "
                 "timed_out=%d\n",

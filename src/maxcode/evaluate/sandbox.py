@@ -46,6 +46,8 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
+from maxcode.errors import MaxcodeError
+
 Isolation = Literal["bwrap", "unshare", "rlimits"]
 LimitHit = Literal["wall", "cpu", "memory", "output"]
 
@@ -167,7 +169,8 @@ def _probe(level: Isolation) -> bool:
     try:
         scratch = make_scratch("maxcode-probe-")
         try:
-            result = Sandbox(level).run(["/usr/bin/true"], scratch=scratch, limits=Limits(5))
+            probe = Sandbox(level, unsafe_ok=True)
+            result = probe.run(["/usr/bin/true"], scratch=scratch, limits=Limits(5))
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         return result.ok
@@ -199,11 +202,37 @@ class Run:
     """The command of this run, when it is not the batch's (a batch may mix programs)."""
 
 
-class Sandbox:
-    """Runs commands under one isolation level (``auto``: the strongest available)."""
+SAFE_LEVELS: tuple[Isolation, ...] = ("bwrap", "unshare")
+"""Levels that keep expected outputs unreadable by the program and start every run with no
+state from an earlier one (own mount, ipc and pid namespaces, fresh /tmp and /dev/shm)."""
 
-    def __init__(self, isolation: Isolation | Literal["auto"] = "auto") -> None:
+
+class UnsafeIsolation(MaxcodeError):
+    """The isolation level here cannot keep a measurement honest and the user did not opt in."""
+
+
+def require_safe(isolation: Isolation, unsafe_ok: bool) -> None:
+    """Refuse a level outside ``SAFE_LEVELS`` unless the user accepted it explicitly."""
+    if isolation in SAFE_LEVELS or unsafe_ok:
+        return
+    raise UnsafeIsolation(
+        f"isolation {isolation!r} cannot keep expected outputs private or runs stateless "
+        "(install bubblewrap: apt-get install bubblewrap; or accept it with --unsafe-isolation)"
+    )
+
+
+class Sandbox:
+    """Runs commands under one isolation level (``auto``: the strongest available).
+
+    ``unsafe_ok``: the user accepted a level outside ``SAFE_LEVELS`` (``--unsafe-isolation``);
+    without it such a level is refused here, so a weaker sandbox is never chosen silently."""
+
+    def __init__(
+        self, isolation: Isolation | Literal["auto"] = "auto", *, unsafe_ok: bool = False
+    ) -> None:
         self.isolation: Isolation = detect_isolation() if isolation == "auto" else isolation
+        self.unsafe_ok = unsafe_ok
+        require_safe(self.isolation, unsafe_ok)
         self.drops_uid = _is_root()
 
     def run(
@@ -216,10 +245,13 @@ class Sandbox:
         limits: Limits | None = None,
         cpu: int | None = None,
         env: Mapping[str, str] | None = None,
+        hidden: Sequence[Path] = (),
     ) -> SandboxResult:
         """Run ``argv`` once; ``scratch`` (from ``make_scratch``) is its working folder, kept."""
         run = Run(stdin=stdin, workdir=scratch)
-        return self.run_batch(argv, [run], readonly=readonly, limits=limits, cpu=cpu, env=env)[0]
+        return self.run_batch(
+            argv, [run], readonly=readonly, limits=limits, cpu=cpu, env=env, hidden=hidden
+        )[0]
 
     def run_batch(
         self,
@@ -232,6 +264,7 @@ class Sandbox:
         env: Mapping[str, str] | None = None,
         writable: Sequence[Path] = (),
         devices: Sequence[str] = (),
+        hidden: Sequence[Path] = (),
     ) -> list[SandboxResult]:
         """Run ``argv`` (or a run's own ``argv``) once per ``Run``, one after the other, in one
         sandbox.
@@ -241,7 +274,10 @@ class Sandbox:
         ``readonly`` paths are visible read-only (even ones behind folders closed to the run's
         uid, such as an interpreter under ``/root``); ``writable`` folders are shared by the
         runs (a build cache); ``devices`` are device nodes the runs may open (a GPU);
-        ``cpu`` pins every run to one CPU.
+        ``cpu`` pins every run to one CPU (a request: the judge compares CPU time with wall
+        time); ``hidden`` folders (expected outputs) are covered where the level shows the
+        host's file system. Every run starts with no state from an earlier one: its own ipc
+        and mount namespaces, and (when private) an empty folder of its own.
         """
         limits = limits or Limits()
         if argv is None and any(run.argv is None for run in runs):
@@ -265,7 +301,16 @@ class Sandbox:
                 workdirs.append(workdir)
             with tempfile.TemporaryDirectory(prefix="maxcode-io-") as io_dir:
                 batch = _Batch(
-                    self, argv, runs, workdirs, private_root, Path(io_dir), uid, writable, devices
+                    self,
+                    argv,
+                    runs,
+                    workdirs,
+                    private_root,
+                    Path(io_dir),
+                    uid,
+                    writable,
+                    devices,
+                    hidden,
                 )
                 return batch.execute(readonly, limits, cpu, env or {})
         finally:
@@ -357,6 +402,7 @@ class _Batch:
     uid: int | None
     shared: Sequence[Path] = ()
     devices: Sequence[str] = ()
+    hidden: Sequence[Path] = ()
     stage_root: Path | None = None
 
     def execute(
@@ -388,14 +434,18 @@ class _Batch:
                 command_line = run.argv or tuple(self.argv or ())
                 program = programs.setdefault(command_line, len(programs))
                 init_args += [str(stdin_fd), str(out_fd), str(err_fd), str(aux), str(workdir)]
-                init_args += [str(program)]
+                # A private folder is an empty tmpfs for its run: nothing written there by an
+                # earlier run (which can read every folder's name off the init's command line)
+                # survives into it.
+                init_args += [str(program), "1" if run.workdir is None else "0"]
             init_args += [str(len(programs))]
             for command_line in programs:
                 init_args += [str(len(command_line)), *command_line]
-            writable = [self.private_root, *self.shared] + [
-                workdir for workdir in self.workdirs if workdir.parent != self.private_root
-            ]
-            readonly = [*readonly, _init_binary().parent]
+            prepared = [workdir for workdir in self.workdirs if workdir.parent != self.private_root]
+            writable = [*self.shared, *prepared]
+            # The batch's root is read-only to the runs: they write only in their own folders.
+            readonly = [*readonly, _init_binary().parent, self.private_root]
+            init_args += self._isolation_args(readonly, writable)
             staged = self._stage([*readonly, *self.shared])
             command = self.sandbox.wrap(
                 init_args, writable, readonly, environment, self.uid, self.devices, staged
@@ -447,6 +497,28 @@ class _Batch:
             results[0].startup_s = max(0.0, wall - program_time)
             results[-1].stragglers_killed = results[-1].stragglers_killed or stragglers
         return results
+
+    def _isolation_args(self, readonly: Sequence[Path], writable: Sequence[Path]) -> list[str]:
+        """The init's ISOLATE block: per run, new user, ipc and mount namespaces, and at the
+        ``unshare`` level the mounts that make the host's file system look like bwrap's:
+        fresh /tmp, /var/tmp and /dev/shm, every top-level folder that is not a system one
+        (and every ``hidden`` path) covered by an empty read-only tmpfs, and the folders the run
+        needs bound back in."""
+        isolation = self.sandbox.isolation
+        if isolation == "rlimits":
+            return ["0", "0"]
+        if isolation == "bwrap":
+            return ["1", "0"]
+        entries: list[tuple[str, Path]] = [("fresh", Path(p)) for p in _FRESH_FOLDERS]
+        covered = [Path("/", name) for name in _top_level_folders()]
+        covered += [Path(path).resolve() for path in self.hidden]
+        entries += [("hide", path) for path in covered]
+        entries += [("ro", Path(path).resolve()) for path in readonly]
+        entries += [("rw", Path(path).resolve()) for path in writable]
+        args = ["1", str(len(entries))]
+        for kind, path in entries:
+            args += [kind, str(path)]
+        return args
 
     def _stage(self, readonly: Sequence[Path]) -> dict[Path, Path]:
         """Empty world-traversable folders for the bound paths the uid cannot reach."""
@@ -530,6 +602,29 @@ def _limits_arg(limits: Limits, cpu: int | None, uid: int | None) -> str:
         -1 if cpu is None else cpu,
     ]
     return ":".join(str(field) for field in fields)
+
+
+_FRESH_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")
+_SYSTEM_FOLDERS = frozenset(
+    {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "proc", "dev", "sys", "run"}
+    | {"tmp", "var"}
+)
+
+
+def _top_level_folders() -> list[str]:
+    """Top-level folders of the host that the ``unshare`` level covers (users' files, checkouts,
+    task folders): everything but the system folders bwrap would show."""
+    try:
+        names = sorted(os.listdir("/"))
+    except OSError:
+        return []
+    return [
+        name
+        for name in names
+        if name not in _SYSTEM_FOLDERS
+        and os.path.isdir(os.path.join("/", name))
+        and not os.path.islink(os.path.join("/", name))
+    ]
 
 
 _STAGE_SCRIPT = (

@@ -29,18 +29,18 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from maxcode.config import cache_dir
 from maxcode.errors import TaskError
 from maxcode.evaluate.build import BINARY_NAME, SOURCE_NAME, CompileResult, build_cpp
 from maxcode.evaluate.compare import compare_output
+from maxcode.evaluate.integrity import Verdict, isolation_flags
 from maxcode.evaluate.profile import cpp_profile, parse_callgrind
 from maxcode.evaluate.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
 from maxcode.tasks.model import Task, TestCase
 from maxcode.types import (
     CppProfile,
-    ErrorInfo,
     ErrorKind,
     Feedback,
     Metric,
@@ -48,47 +48,25 @@ from maxcode.types import (
     TestStatus,
 )
 
-IMPLAUSIBLE_SPEEDUP = 100.0
 TIMING_FLOOR_S = 1e-4
+CPU_SLACK = 1.2
+"""A run may use this share of CPU time over its budget (CPUs x wall time) before it is
+judged parallel: kernel accounting and the init's own exit are not exact to the tick."""
+CPU_SLACK_S = 0.005
 VALGRIND_SLOWDOWN = 60
 PROFILE_DUMP = "callgrind.out"
 _PROFILE_DUMP_CHARS = 32 << 20
 _DETAILED_FAILURES = 3
 _STDERR_IN_DETAIL = 300
-_INSTRUCTION_LINE = re.compile(r"==\d+== I\s+refs:\s+([\d,]+)")
-
-
-@dataclass
-class _Verdict:
-    """What every Feedback of one evaluation shares; flags accumulate as checks fire."""
-
-    task: Task
-    metric: Metric
-    isolation: str
-    digest: str
-    flags: list[str]
-
-    def make(self, **fields: Any) -> Feedback:
-        return Feedback(
-            task=self.task.name,
-            metric=self.metric,
-            tests_total=len(self.task.tests),
-            isolation=self.isolation,
-            candidate_sha256=self.digest,
-            flags=self.flags,
-            **fields,
-        )
-
-    def failed(self, error: ErrorInfo, **fields: Any) -> Feedback:
-        """A verdict with no reward: nothing is measured, ``error`` says why."""
-        return self.make(
-            correct=False,
-            speedup=0.0,
-            reference_cost=None,
-            candidate_cost=None,
-            error=error,
-            **fields,
-        )
+_VALGRIND_LINE = re.compile(r"^==(\d+)== (Command: |I\s+refs:\s+([\d,]+))", re.MULTILINE)
+VALGRIND_ARGS = (
+    "valgrind",
+    "--tool=callgrind",
+    # Every process the program starts is counted; options come from this command line only,
+    # so a child cannot quiet or switch off its valgrind through VALGRIND_OPTS or .valgrindrc.
+    "--trace-children=yes",
+    "--command-line-only=yes",
+)
 
 
 @dataclass
@@ -106,11 +84,34 @@ class _Runner:
     sandbox: Sandbox
     task: Task
     cpu: int | None
-    stragglers: bool = False
+    verdict: Verdict
     limits: Limits = field(init=False)
 
     def __post_init__(self) -> None:
         self.limits = Limits(wall_s=self.task.timeout_s, memory_bytes=self.task.memory_mb << 20)
+
+    @property
+    def hidden(self) -> list[Path]:
+        """Folders holding expected outputs, covered where the level shows the host's files."""
+        return sorted({test.output_path.resolve().parent for test in self.task.tests})
+
+    def note(self, results: list[SandboxResult], candidate: list[bool], timed: bool) -> None:
+        """Integrity findings of the candidate's runs: processes left behind, and (on timed
+        wall-clock runs) more CPU time than the task's budget over the run's wall time."""
+        for result, is_candidate in zip(results, candidate):
+            if not is_candidate:
+                continue
+            if result.stragglers_killed:
+                self.verdict.flag(
+                    "processes", "the candidate left processes running after it exited (killed)"
+                )
+            budget = self.task.cpus * result.wall_s * CPU_SLACK + CPU_SLACK_S
+            if timed and result.cpu_s > budget:
+                self.verdict.flag(
+                    "parallel",
+                    f"the candidate used {result.cpu_s:.3f} CPU-seconds in {result.wall_s:.3f} s "
+                    f"of wall time; the task's budget is {self.task.cpus} CPU",
+                )
 
     def run(self, plan: list[tuple[Path, TestCase]], programs: _Programs) -> list[SandboxResult]:
         """Run each (program folder, test) of the plan, in order, in one sandbox start."""
@@ -119,9 +120,10 @@ class _Runner:
         ]
         folders = [programs.reference, programs.candidate]
         results = self.sandbox.run_batch(
-            None, runs, readonly=folders, limits=self.limits, cpu=self.cpu
+            None, runs, readonly=folders, limits=self.limits, cpu=self.cpu, hidden=self.hidden
         )
-        self.stragglers = self.stragglers or any(result.stragglers_killed for result in results)
+        candidate = [program == programs.candidate for program, _ in plan]
+        self.note(results, candidate, timed=self.verdict.metric == "wall")
         return results
 
     def count_instructions(self, program: Path, tests: list[TestCase]) -> list[_Counted]:
@@ -131,8 +133,7 @@ class _Runner:
         try:
             limits = _valgrind_limits(self.task)
             argv = [
-                "valgrind",
-                "--tool=callgrind",
+                *VALGRIND_ARGS,
                 "--callgrind-out-file=/dev/null",
                 "--log-fd=3",
                 str(program / BINARY_NAME),
@@ -140,17 +141,16 @@ class _Runner:
             runs = [
                 Run(stdin=test.input_path, aux_fd=log.fileno()) for test, log in zip(tests, logs)
             ]
-            results = self.sandbox.run_batch(argv, runs, readonly=[program], limits=limits)
+            results = self.sandbox.run_batch(
+                argv, runs, readonly=[program], limits=limits, hidden=self.hidden
+            )
             counted = []
             for result, log in zip(results, logs):
                 log.seek(0)
-                text = log.read().decode(errors="replace")
-                counts = [int(found.replace(",", "")) for found in _INSTRUCTION_LINE.findall(text)]
-                counted.append(_Counted(result, sum(counts) if counts else None))
+                counted.append(_count(result, log.read().decode(errors="replace")))
         finally:
             for log in logs:
                 log.close()
-        self.stragglers = self.stragglers or any(c.result.stragglers_killed for c in counted)
         return counted
 
 
@@ -158,6 +158,40 @@ class _Runner:
 class _Counted:
     result: SandboxResult
     instructions: int | None
+    """Instructions of every process of the run; None when some were not counted."""
+    lost: str = ""
+    """Why the count is incomplete (a process replaced itself, was killed, or went quiet)."""
+
+
+def _count(result: SandboxResult, log: str) -> _Counted:
+    """Sum callgrind's totals over every process of a run, and check that none is missing.
+
+    Each valgrind start writes a ``Command:`` line under its process id, and each process that
+    ends normally writes its total. A process that replaced itself with ``exec`` (its counts
+    before the exec are lost), one killed before its end, or one whose valgrind did not report,
+    leaves a ``Command:`` line with no total under its id: the run's count is not the whole work.
+    """
+    starts: dict[str, int] = {}
+    totals: dict[str, int] = {}
+    instructions = 0
+    for match in _VALGRIND_LINE.finditer(log):
+        pid = match.group(1)
+        if match.group(2).startswith("Command"):
+            starts[pid] = starts.get(pid, 0) + 1
+        else:
+            totals[pid] = totals.get(pid, 0) + 1
+            instructions += int(match.group(3).replace(",", ""))
+    if not totals:
+        return _Counted(result, None, "no process reported an instruction count")
+    short = [pid for pid, count in starts.items() if totals.get(pid, 0) < count]
+    if short:
+        return _Counted(
+            result,
+            None,
+            f"{len(short)} process(es) ended without a count (an exec replaced the program, "
+            "or a process was killed): their instructions were not all seen",
+        )
+    return _Counted(result, instructions)
 
 
 def _valgrind_limits(task: Task) -> Limits:
@@ -195,7 +229,14 @@ def evaluate_cpp(
     if metric == "instructions" and shutil.which("valgrind") is None:
         raise TaskError("--metric instructions needs valgrind (apt-get install valgrind)")
     digest = hashlib.sha256(candidate.encode()).hexdigest()
-    base = _Verdict(task, metric, sandbox.isolation, digest, _isolation_flags(sandbox))
+    base = Verdict(
+        task.name,
+        metric,
+        sandbox.isolation,
+        digest,
+        len(task.tests),
+        flags=isolation_flags(sandbox.isolation, sandbox.unsafe_ok),
+    )
     # Both builds at once: they are independent and a machine has more than one core.
     with ThreadPoolExecutor(max_workers=2) as pool:
         building_reference = pool.submit(build_cpp, task.reference, task.compile_flags, sandbox)
@@ -208,17 +249,17 @@ def evaluate_cpp(
         return _compile_failure(base, candidate_build)
     programs = _Programs(_install(reference_build.binary), _install(candidate_build.binary))
     try:
-        runner = _Runner(sandbox, task, cpu=timing_cpu() if cpu is None else cpu)
+        # A task whose budget is several CPUs is timed unpinned (reference and candidate alike).
+        pin = (timing_cpu() if cpu is None else cpu) if task.cpus == 1 else None
+        runner = _Runner(sandbox, task, pin, base)
         outcomes = _correctness_round(runner, task, programs)
         passed = sum(outcome.status == "passed" for outcome in outcomes)
         if passed < len(task.tests):
-            return _wrong(base, outcomes, passed, runner, candidate_build)
+            return _wrong(runner, outcomes, passed, candidate_build)
         if metric == "wall":
-            verdict = _measure_wall(base, runner, task, programs, outcomes, repeats or task.repeats)
+            verdict = _measure_wall(runner, programs, outcomes, repeats or task.repeats)
         else:
-            verdict = _measure_instructions(
-                base, runner, task, programs, outcomes, reference_build.key
-            )
+            verdict = _measure_instructions(runner, programs, outcomes, reference_build.key)
         if profile and verdict.correct:
             started = time.perf_counter()
             found = _profile(task, candidate, sandbox, verdict)
@@ -256,7 +297,15 @@ def _profile(task: Task, candidate: str, sandbox: Sandbox, verdict: Feedback) ->
             f"--callgrind-out-file={PROFILE_DUMP}",
             str(program / BINARY_NAME),
         ]
-        sandbox.run(argv, scratch=workdir, stdin=test.input_path, readonly=[program], limits=limits)
+        hidden = sorted({case.output_path.resolve().parent for case in task.tests})
+        sandbox.run(
+            argv,
+            scratch=workdir,
+            stdin=test.input_path,
+            readonly=[program],
+            limits=limits,
+            hidden=hidden,
+        )
         dump = workdir / PROFILE_DUMP
         if not dump.is_file():
             return None
@@ -269,6 +318,8 @@ def _profile(task: Task, candidate: str, sandbox: Sandbox, verdict: Feedback) ->
 
 
 def _correctness_round(runner: _Runner, task: Task, programs: _Programs) -> list[TestOutcome]:
+    """The reference, then the candidate, over every test; the reference must pass (a task
+    error otherwise: nothing the candidate does can reach the reference's runs)."""
     expected = [test.output_path.read_bytes() for test in task.tests]
     plan = [(programs.reference, test) for test in task.tests]
     plan += [(programs.candidate, test) for test in task.tests]
@@ -289,15 +340,11 @@ def _correctness_round(runner: _Runner, task: Task, programs: _Programs) -> list
 
 
 def _measure_wall(
-    base: _Verdict,
-    runner: _Runner,
-    task: Task,
-    programs: _Programs,
-    outcomes: list[TestOutcome],
-    repeats: int,
+    runner: _Runner, programs: _Programs, outcomes: list[TestOutcome], repeats: int
 ) -> Feedback:
     """All timed rounds in one sandbox start: per test, reference and candidate back to back,
     which one goes first alternating, so slow drifts of the machine hit both alike."""
+    task = runner.task
     expected = {test.index: test.output_path.read_bytes() for test in task.tests}
     plan: list[tuple[Path, TestCase]] = []
     for round_number in range(repeats):
@@ -310,36 +357,34 @@ def _measure_wall(
     for number, ((program, test), result) in enumerate(zip(plan, runner.run(plan, programs))):
         outcome = _outcome(test.index, result, expected[test.index], runner)
         if outcome.status != "passed":
-            if program == programs.reference:
-                raise TaskError(
-                    f"{task.origin}: the reference failed test {test.index} on a timed "
-                    f"run: {outcome.status}: {outcome.detail}"
-                )
             round_number = number // (2 * len(task.tests))
-            return _failed_timed_run(base, outcomes, outcome, runner, round_number)
+            if program == programs.reference:
+                return _reference_lost(runner, outcomes, outcome, f"timed run {round_number + 1}")
+            return _failed_timed_run(runner, outcomes, outcome, round_number)
         samples[program].setdefault(test.index, []).append(result.wall_s)
     reference_costs = [_median(samples[programs.reference][test.index]) for test in task.tests]
     candidate_costs = [_median(samples[programs.candidate][test.index]) for test in task.tests]
     if sum(candidate_costs) < 10 * TIMING_FLOOR_S * len(task.tests):
-        base.flags.append(
-            "timing: the candidate's runs are near the timing floor; prefer --metric instructions"
+        runner.verdict.flag(
+            "timing-floor",
+            "the candidate's runs are near the timing floor; prefer --metric instructions",
         )
-    return _correct(base, runner, outcomes, reference_costs, candidate_costs, repeats=repeats)
+    return _correct(runner, outcomes, reference_costs, candidate_costs, repeats=repeats)
 
 
 def _correct(
-    base: _Verdict,
     runner: _Runner,
     outcomes: list[TestOutcome],
     reference_costs: list[float],
     candidate_costs: list[float],
     repeats: int = 0,
 ) -> Feedback:
-    """The verdict on a candidate that passed every run: its costs and speedup."""
+    """The verdict on a candidate that passed every run: its costs and speedup (the policy
+    takes the reward when a void finding was made on the way)."""
     reference_cost, candidate_cost = sum(reference_costs), sum(candidate_costs)
     speedup = reference_cost / max(candidate_cost, TIMING_FLOOR_S)
-    base.flags += _plausibility_flags(speedup, runner)
-    return base.make(
+    runner.verdict.implausible(speedup)
+    return runner.verdict.make(
         compiled=True,
         correct=True,
         speedup=speedup,
@@ -354,13 +399,9 @@ def _correct(
 
 
 def _measure_instructions(
-    base: _Verdict,
-    runner: _Runner,
-    task: Task,
-    programs: _Programs,
-    outcomes: list[TestOutcome],
-    reference_key: str,
+    runner: _Runner, programs: _Programs, outcomes: list[TestOutcome], reference_key: str
 ) -> Feedback:
+    task = runner.task
     expected = {test.index: test.output_path.read_bytes() for test in task.tests}
     reference_counts = {
         test.index: _cached_reference_count(reference_key, test) for test in task.tests
@@ -371,21 +412,28 @@ def _measure_instructions(
         if counted.instructions is None or outcome.status != "passed":
             raise TaskError(
                 f"{task.origin}: the reference failed test {test.index} under callgrind: "
-                f"{outcome.status}: {outcome.detail or 'no instruction count'}"
+                f"{outcome.status}: {outcome.detail or counted.lost or 'no instruction count'}"
             )
         _store_reference_count(reference_key, test, counted.instructions)
         reference_counts[test.index] = counted.instructions
     candidate_costs: list[float] = []
     tests = list(task.tests)
     for test, counted in zip(tests, runner.count_instructions(programs.candidate, tests)):
+        if counted.result.stragglers_killed:
+            runner.verdict.flag(
+                "processes", "the candidate left processes running after it exited (killed)"
+            )
         outcome = _outcome(test.index, counted.result, expected[test.index], runner)
         if outcome.status != "passed":
-            return _failed_timed_run(base, outcomes, outcome, runner, 0)
+            return _failed_timed_run(runner, outcomes, outcome, 0)
         if counted.instructions is None:
-            raise TaskError(f"callgrind reported no instruction count for test {test.index}")
+            # Misbehaviour of the candidate, not of the task: its work was not all counted.
+            runner.verdict.flag("untracked", f"test {test.index}: {counted.lost}")
+            candidate_costs.append(float(reference_counts[test.index] or 0))
+            continue
         candidate_costs.append(float(counted.instructions))
     reference_costs = [float(reference_counts[test.index] or 0) for test in task.tests]
-    return _correct(base, runner, outcomes, reference_costs, candidate_costs)
+    return _correct(runner, outcomes, reference_costs, candidate_costs)
 
 
 def _outcome(index: int, result: SandboxResult, expected: bytes, runner: _Runner) -> TestOutcome:
@@ -423,13 +471,14 @@ def _outcome(index: int, result: SandboxResult, expected: bytes, runner: _Runner
     return outcome("passed")
 
 
-def _compile_failure(base: _Verdict, build: CompileResult) -> Feedback:
+def _compile_failure(base: Verdict, build: CompileResult) -> Feedback:
     first_error = next(
         (line for line in build.diagnostics.splitlines() if "error" in line),
         build.diagnostics.splitlines()[0] if build.diagnostics else "compilation failed",
     )
     return base.failed(
-        ErrorInfo(kind="compile_error", message=first_error.strip()),
+        "compile_error",
+        first_error.strip(),
         compiled=False,
         tests_passed=0,
         compile_output=build.diagnostics,
@@ -437,13 +486,9 @@ def _compile_failure(base: _Verdict, build: CompileResult) -> Feedback:
 
 
 def _wrong(
-    base: _Verdict,
-    outcomes: list[TestOutcome],
-    passed: int,
-    runner: _Runner,
-    build: CompileResult,
+    runner: _Runner, outcomes: list[TestOutcome], passed: int, build: CompileResult
 ) -> Feedback:
-    outcomes = _hide_held_out(base.task, outcomes)
+    outcomes = _hide_held_out(runner.task, outcomes)
     # A shown failure first: its detail is what the next attempt can act on.
     failures = sorted(
         (outcome for outcome in outcomes if outcome.status != "passed"),
@@ -457,12 +502,11 @@ def _wrong(
         else outcome.model_copy(update={"detail": ""})
         for outcome in outcomes
     ]
-    base.flags += _plausibility_flags(0.0, runner)
     if any(outcome.hidden for outcome in failures):
-        base.flags.append("held-out: a hidden test failed")
-    return base.failed(
-        ErrorInfo(kind=cast(ErrorKind, first.status), message=_failure_message(first)),
-        compiled=True,
+        runner.verdict.flag("held-out", "a hidden test failed")
+    return runner.verdict.failed(
+        cast(ErrorKind, first.status),
+        _failure_message(first),
         tests_passed=passed,
         tests=shown,
         compile_output=build.diagnostics,
@@ -470,28 +514,42 @@ def _wrong(
 
 
 def _failed_timed_run(
-    base: _Verdict,
-    outcomes: list[TestOutcome],
-    failure: TestOutcome,
-    runner: _Runner,
-    round_number: int,
+    runner: _Runner, outcomes: list[TestOutcome], failure: TestOutcome, round_number: int
 ) -> Feedback:
     """Correct on the first run, wrong on a later one: no reward, and a flag."""
-    (failure,) = _hide_held_out(base.task, [failure])
+    (failure,) = _hide_held_out(runner.task, [failure])
     which = "a hidden test" if failure.hidden else f"test {failure.index}"
-    base.flags.append(
-        f"nondeterministic: {which} passed once and failed on timed run "
-        f"{round_number + 1} ({failure.status})"
+    runner.verdict.flag(
+        "nondeterministic",
+        f"{which} passed once and failed on timed run {round_number + 1} ({failure.status})",
     )
     shown = [failure if outcome.index == failure.index else outcome for outcome in outcomes]
-    return base.failed(
-        ErrorInfo(
-            kind=cast(ErrorKind, failure.status),
-            message=_failure_message(failure) + " (on a repeated run)",
-        ),
-        compiled=True,
+    return runner.verdict.failed(
+        cast(ErrorKind, failure.status),
+        _failure_message(failure) + " (on a repeated run)",
         tests_passed=len(outcomes) - 1,
         tests=shown,
+    )
+
+
+def _reference_lost(
+    runner: _Runner, outcomes: list[TestOutcome], failure: TestOutcome, where: str
+) -> Feedback:
+    """The reference passed its tests but failed a later run: nothing was measured. Not a task
+    error, which would end a search over one candidate's evaluation: a void verdict."""
+    runner.verdict.flag(
+        "evidence",
+        f"the reference failed test {failure.index} on {where} ({failure.status}); "
+        "nothing could be measured",
+    )
+    return runner.verdict.make(
+        compiled=True,
+        correct=True,
+        speedup=0.0,
+        reference_cost=None,
+        candidate_cost=None,
+        tests_passed=len(outcomes),
+        tests=outcomes,
     )
 
 
@@ -510,23 +568,6 @@ def _failure_message(outcome: TestOutcome) -> str:
     if outcome.hidden:
         return "a hidden test failed"
     return f"test {outcome.index}: {outcome.detail}"
-
-
-def _plausibility_flags(speedup: float, runner: _Runner) -> list[str]:
-    flags = []
-    if speedup > IMPLAUSIBLE_SPEEDUP:
-        flags.append(f"implausible: {speedup:.0f}x faster than the reference; check it by hand")
-    if runner.stragglers:
-        flags.append("processes: the candidate left processes running after it exited (killed)")
-    return flags
-
-
-def _isolation_flags(sandbox: Sandbox) -> list[str]:
-    if sandbox.isolation == "bwrap":
-        return []
-    if sandbox.isolation == "unshare":
-        return ["isolation: unshare (no private file system; install bubblewrap)"]
-    return ["isolation: rlimits only (no network or file-system isolation; install bubblewrap)"]
 
 
 def _median(samples: list[float]) -> float:

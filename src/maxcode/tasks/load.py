@@ -38,6 +38,7 @@ class _TaskToml(BaseModel):
     timeout_s: float = Field(default=10.0, gt=0)
     memory_mb: int = Field(default=2048, gt=0)
     repeats: int = Field(default=5, ge=1)
+    cpus: int = Field(default=1, ge=1, le=1024)
     held_out: list[int] | None = None
     held_out_share: float | None = Field(default=None, ge=0, lt=1)
 
@@ -100,6 +101,7 @@ def load_task_folder(folder: Path) -> Task:
         timeout_s=config.timeout_s,
         memory_mb=config.memory_mb,
         repeats=config.repeats,
+        cpus=config.cpus,
     )
 
 

@@ -69,5 +69,9 @@ class Task:
     """Address-space limit for one run, in MiB."""
     repeats: int = 5
     """Timed runs per test and program for the wall metric (after one warm-up)."""
+    cpus: int = 1
+    """The CPU budget of one run: CPU time of all its processes may not exceed this many times
+    its wall time (1: pinned to one CPU; more for tasks where parallelism is the point,
+    reference and candidate timed under the same budget)."""
     extra: dict[str, object] = field(default_factory=dict, compare=False)
     """Fields of the source record that maxcode does not interpret (kept for reports)."""

@@ -1,0 +1,171 @@
+"""C++ candidates that try to earn a reward without doing the work faster earn none.
+
+Each fixture in ``tests/fixtures/cpp/cheats/`` answers correctly with the reference's own
+algorithm and games one rule of the harness (see the README there). A cheat is closed when its
+verdict is void (``suspect``, reward 0, the finding's category named) or when it is measured at
+what it really costs. Costs are asserted under ``--metric instructions`` only, where a count is
+the same on every run, so these tests cannot fail on timing noise.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from maxcode.evaluate import Sandbox, evaluate_cpp
+from maxcode.evaluate.cpp import CPU_SLACK, _Runner
+from maxcode.evaluate.integrity import Verdict
+from maxcode.evaluate.sandbox import SandboxResult, UnsafeIsolation
+from maxcode.tasks import load_task
+from maxcode.types import Feedback
+from tests.helpers import EXAMPLES, FIXTURES, write_task
+
+CHEATS = FIXTURES / "cheats"
+LEVELS = ["bwrap", "unshare"]
+"""Every level maxcode accepts without an explicit opt-in."""
+
+needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
+
+
+@pytest.fixture(scope="module")
+def small_task(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """pair_count_quadratic with its smaller tests: quick under callgrind, same program."""
+    folder = tmp_path_factory.mktemp("cheat-task") / "pair_count"
+    source = EXAMPLES / "pair_count_quadratic"
+    (folder / "tests").mkdir(parents=True)
+    shutil.copy(source / "reference.cpp", folder / "reference.cpp")
+    (folder / "task.toml").write_text('name = "pair_count"\nkind = "cpp"\nrepeats = 2\n')
+    for index in range(5):
+        for kind in ("input", "output"):
+            name = f"{kind}.{index}.txt"
+            shutil.copy(source / "tests" / name, folder / "tests" / name)
+    return folder
+
+
+def _judge(task_folder: Path, fixture: str, level: str, metric: str = "instructions") -> Feedback:
+    task = load_task(str(task_folder))
+    source = (CHEATS / fixture).read_text()
+    return evaluate_cpp(task, source, metric=metric, sandbox=Sandbox(level))  # type: ignore[arg-type]
+
+
+def _no_clean_reward(result: Feedback, limit: float = 1.2) -> None:
+    """Void, or no better than what the reference's own algorithm costs."""
+    if result.suspect is not None:
+        assert result.speedup == 0.0
+        assert result.claimed_speedup is not None
+        return
+    assert result.speedup < limit, result.model_dump_json(include={"speedup", "flags"})
+
+
+@needs_valgrind
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("fixture", ["fork_exec.cpp", "fork_exec_quiet.cpp"])
+def test_work_in_a_child_process_is_counted(small_task: Path, fixture: str, level: str) -> None:
+    result = _judge(small_task, fixture, level)
+    assert result.correct
+    _no_clean_reward(result)
+
+
+@needs_valgrind
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("fixture", ["exec_only.cpp", "work_then_exec.cpp"])
+def test_an_exec_that_loses_counts_is_void_not_a_task_error(
+    small_task: Path, fixture: str, level: str
+) -> None:
+    result = _judge(small_task, fixture, level)
+    assert result.correct and result.speedup == 0.0
+    assert result.suspect is not None and result.suspect.startswith("untracked:")
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("metric", ["wall", "instructions"])
+def test_a_process_left_running_voids_the_result(small_task: Path, level: str, metric: str) -> None:
+    if metric == "instructions" and shutil.which("valgrind") is None:
+        pytest.skip("needs valgrind")
+    result = _judge(small_task, "daemon.cpp", level, metric)
+    assert result.suspect is not None and result.suspect.startswith("processes:")
+    assert result.speedup == 0.0
+
+
+@needs_valgrind
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("fixture", ["sysv_memo.cpp", "posix_memo.cpp", "file_memo.cpp"])
+def test_no_state_survives_from_one_run_to_the_next(
+    small_task: Path, fixture: str, level: str
+) -> None:
+    # The correctness round runs every test once before the counted round: a memo that
+    # survived would make every counted run a lookup.
+    result = _judge(small_task, fixture, level)
+    assert result.correct
+    _no_clean_reward(result)
+
+
+@needs_valgrind
+@pytest.mark.parametrize("level", LEVELS)
+def test_expected_outputs_cannot_be_found(small_task: Path, level: str) -> None:
+    result = _judge(small_task, "read_expected.cpp", level)
+    assert result.correct
+    _no_clean_reward(result)
+
+
+@pytest.mark.parametrize("fixture", ["affinity_threads.cpp", "plain_threads.cpp"])
+def test_more_cpu_than_the_budget_earns_nothing(fixture: str) -> None:
+    result = _judge(EXAMPLES / "pair_count_quadratic", fixture, "bwrap", "wall")
+    assert result.correct
+    # Parallel on this machine: void. Time-sliced on one CPU: no gain to speak of.
+    _no_clean_reward(result, limit=1.5)
+    if result.suspect is not None:
+        assert result.suspect.startswith("parallel:")
+
+
+def test_cpu_time_of_threads_children_and_orphans_is_all_counted(tmp_path: Path) -> None:
+    """The sandbox reports the CPU time of every process and thread of a run: what the CPU
+    budget is judged on. Each of four workers burns 0.15 s of its own CPU time, however the
+    scheduler places them."""
+    script = (
+        "burn() { end=$(( $(date +%s%N) + 150000000 )); "
+        'while [ "$(date +%s%N)" -lt "$end" ]; do :; done; }; '
+        "burn & burn & (burn &) ; burn; wait"
+    )
+    result = Sandbox("bwrap").run(["/bin/sh", "-c", script])
+    assert result.ok
+    # date(1) forks count too; the workers alone are at least 4 x 0.15 s of wall each, and a
+    # busy loop spends most of its wall time on the CPU when it has one.
+    assert result.cpu_s >= 0.3, result.cpu_s
+
+
+def test_the_cpu_budget_is_judged_on_cpu_time_against_wall_time() -> None:
+    task = load_task(str(EXAMPLES / "pair_count_quadratic"))
+    verdict = Verdict(task.name, "wall", "bwrap", "", len(task.tests))
+    runner = _Runner(Sandbox("bwrap"), task, None, verdict)
+
+    def result(cpu_s: float, wall_s: float) -> SandboxResult:
+        return SandboxResult(0, None, None, wall_s, cpu_s, 0, b"", "", "bwrap")
+
+    runner.note([result(0.5 * CPU_SLACK, 0.5), result(2.0, 0.5)], [False, True], timed=False)
+    assert verdict.flags == []
+    runner.note([result(0.5, 0.5), result(0.5 * CPU_SLACK, 0.5)], [False, True], timed=True)
+    assert verdict.flags == []
+    runner.note([result(0.1, 0.5), result(1.9, 1.0)], [False, True], timed=True)
+    assert len(verdict.flags) == 1 and verdict.flags[0].startswith("parallel:")
+
+
+def test_a_task_with_a_larger_cpu_budget_allows_it(tmp_path: Path) -> None:
+    folder = write_task(tmp_path / "t", toml='name = "sum"\nkind = "cpp"\ncpus = 4\n')
+    task = load_task(str(folder))
+    assert task.cpus == 4
+    verdict = Verdict(task.name, "wall", "bwrap", "", len(task.tests))
+    runner = _Runner(Sandbox("bwrap"), task, None, verdict)
+    runner.note([SandboxResult(0, None, None, 1.0, 3.5, 0, b"", "", "bwrap")], [True], timed=True)
+    assert verdict.flags == []
+
+
+def test_rlimits_is_refused_without_the_opt_in_and_marked_with_it(small_task: Path) -> None:
+    with pytest.raises(UnsafeIsolation, match="--unsafe-isolation"):
+        Sandbox("rlimits")
+    task = load_task(str(small_task))
+    source = (CHEATS / "sysv_memo.cpp").read_text()
+    result = evaluate_cpp(task, source, sandbox=Sandbox("rlimits", unsafe_ok=True), repeats=1)
+    assert any(flag.startswith("unsafe-isolation:") for flag in result.flags)

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from maxcode.evaluate import Sandbox, evaluate_cpp
-from maxcode.evaluate.cpp import CPU_SLACK, _Runner
+from maxcode.evaluate.build import build_cpp
+from maxcode.evaluate.cpp import CPU_SLACK, _install, _Programs, _Runner, timing_cpu
 from maxcode.evaluate.integrity import Verdict
 from maxcode.evaluate.sandbox import SandboxResult, UnsafeIsolation
 from maxcode.tasks import load_task
@@ -87,6 +88,35 @@ def test_a_process_left_running_voids_the_result(small_task: Path, level: str, m
     result = _judge(small_task, "daemon.cpp", level, metric)
     assert result.suspect is not None and result.suspect.startswith("processes:")
     assert result.speedup == 0.0
+
+
+def _installed(fixture: str) -> Path:
+    build = build_cpp((CHEATS / fixture).read_text(), ("-O2", "-std=c++17"), Sandbox("bwrap"))
+    assert build.ok and build.binary is not None, build.diagnostics
+    return _install(build.binary)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize(
+    "fixture", ["sysv_memo.cpp", "posix_memo.cpp", "file_memo.cpp", "read_expected.cpp"]
+)
+def test_timed_rounds_share_no_state_and_show_no_expected_output(
+    small_task: Path, fixture: str, level: str
+) -> None:
+    """The timed rounds' own path (one sandbox start, the same test again and again): each
+    fixture says on stderr when its memo or the expected output was found; no run may say so."""
+    task = load_task(str(small_task))
+    program = _installed(fixture)
+    try:
+        verdict = Verdict(task.name, "wall", level, "", len(task.tests))
+        runner = _Runner(Sandbox(level), task, timing_cpu(), verdict)  # type: ignore[arg-type]
+        plan = [(program, test) for _ in range(3) for test in task.tests[3:]]
+        results = runner.run(plan, _Programs(program, program))
+    finally:
+        shutil.rmtree(program, ignore_errors=True)
+    assert all(result.ok for result in results), [result.stderr for result in results]
+    said = [result.stderr for result in results if result.stderr.strip()]
+    assert said == []
 
 
 @needs_valgrind

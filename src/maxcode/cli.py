@@ -90,6 +90,40 @@ TOLERANCE_OPTION = click.option(
 )
 
 
+def _isolation_options(default: str | None) -> list[Callable[[F], F]]:
+    """``--isolation`` and ``--unsafe-isolation``, worded from ``SearchConfig`` (eval defaults
+    to auto; optimize and bench set them only when given, so a YAML config can too)."""
+    from maxcode.search.config import ISOLATION_CHOICES, SearchConfig
+
+    fields = SearchConfig.model_fields
+    return [
+        click.option(
+            "--isolation",
+            type=click.Choice(list(ISOLATION_CHOICES)),
+            default=default,
+            show_default=default is not None,
+            envvar="MAXCODE_ISOLATION",
+            help=str(fields["isolation"].description).split(";")[0] + ".",
+        ),
+        click.option(
+            "--unsafe-isolation",
+            is_flag=True,
+            default=None if default is None else False,
+            envvar="MAXCODE_UNSAFE_ISOLATION",
+            help=str(fields["unsafe_isolation"].description),
+        ),
+    ]
+
+
+def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
+    def apply(function: F) -> F:
+        for option in reversed(options):
+            function = option(function)
+        return function
+
+    return apply
+
+
 @main.command("eval")
 @click.argument("task")
 @click.argument("candidate", type=click.Path(dir_okay=False, path_type=Path))
@@ -124,14 +158,7 @@ TOLERANCE_OPTION = click.option(
     envvar="MAXCODE_PIE_TESTS",
     help="Test-case folder for a PIE row (FILE.jsonl#N).",
 )
-@click.option(
-    "--isolation",
-    type=click.Choice(["auto", "bwrap", "unshare", "rlimits"]),
-    default="auto",
-    show_default=True,
-    envvar="MAXCODE_ISOLATION",
-    help="Sandbox for candidates; auto picks the strongest available.",
-)
+@_with(_isolation_options("auto"))
 @SCALE_OPTION
 @click.option(
     "--compile-baseline/--no-compile-baseline",
@@ -164,6 +191,7 @@ def eval_command(
     repeats: int | None,
     pie_tests: Path | None,
     isolation: str,
+    unsafe_isolation: bool,
     scale: float | None,
     compile_baseline: bool,
     tolerance: float | None,
@@ -181,6 +209,7 @@ def eval_command(
         repeats=repeats,
         pie_tests=pie_tests,
         isolation=isolation,
+        unsafe_isolation=unsafe_isolation,
         scale=scale or 1.0,
         compile_baseline=compile_baseline,
         tolerance=tolerance,
@@ -231,6 +260,8 @@ _SEARCH_FLAGS = (
     "tolerance",
     "profile",
     "verify",
+    "isolation",
+    "unsafe_isolation",
 )
 
 
@@ -382,6 +413,7 @@ _SEARCH_OPTIONS = [
         envvar="MAXCODE_PROFILE",
         help="Profile every correct candidate for the critic (default: on with an LLM critic).",
     ),
+    *_isolation_options(None),
     click.option(
         "--config",
         "config_file",
@@ -442,7 +474,14 @@ def optimize_command(
     given = _given(ctx)
     if resume_id:
         budgets = {"max_usd", "max_llm_tokens", "max_llm_calls"}
-        extra = given - {"resume_id", "base_url", "store_path", "as_json", "output"} - budgets
+        # A resumed run keeps its stored settings (isolation included); MAXCODE_* variables
+        # in the environment are ignored for it, a flag on the command line is an error.
+        typed = {
+            name
+            for name in given
+            if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+        }
+        extra = typed - {"resume_id", "base_url", "store_path", "as_json", "output"} - budgets
         if task or extra:
             raise MaxcodeError(
                 "--resume takes only --base-url, --store, --output, --json and the budget limits"
@@ -492,6 +531,14 @@ def optimize_command(
         f"{summary.evaluations} evaluations, {summary.llm_calls} LLM calls, "
         f"{summary.prompt_tokens + summary.completion_tokens} tokens, cost {cost}"
     )
+    click.echo(f"isolation {_isolation_text(summary.isolation, summary.unsafe_isolation)}")
+    for voided in summary.void:
+        click.echo(f"void: node {voided['node']}: {voided['reason']}")
+
+
+def _isolation_text(level: str, unsafe: bool) -> str:
+    text = level or "unknown"
+    return text + " (unsafe, accepted with --unsafe-isolation)" if unsafe else text
 
 
 def _search_settings(
@@ -558,7 +605,7 @@ def bench_command(
     **flags: Any,
 ) -> None:
     """Run each --method on each task of TASKS with the same budget and compare them."""
-    from maxcode.bench import bench_table, expand_suite, new_bench, run_bench
+    from maxcode.bench import bench_table, bench_void, expand_suite, new_bench, run_bench
     from maxcode.store import open_store
 
     store = open_store(store_path)
@@ -592,16 +639,20 @@ def bench_command(
     bench = store.get_bench(bench_id)
     assert bench is not None
     rows, per_task = bench_table(store, bench.bench_id)
+    void = bench_void(store, bench.bench_id)
     if as_json:
         payload = {
             "bench_id": bench.bench_id,
             "tasks": bench.tasks,
             "methods": [row.as_json() for row in rows],
             "per_task": per_task,
+            "isolation": sorted({level for row in rows for level in row.isolation}),
+            "unsafe_isolation": any(row.unsafe_isolation for row in rows),
+            "void": [result.as_json() for result in void],
         }
         click.echo(json.dumps(payload))
         return
-    _print_bench(bench.bench_id, rows)
+    _print_bench(bench.bench_id, rows, void)
 
 
 @main.command("report")
@@ -715,7 +766,7 @@ def rtg_eval_command(
     click.echo(f"{int(quality['groups'])} groups of sibling candidates")
 
 
-def _print_bench(bench_id: str, rows: list[Any]) -> None:
+def _print_bench(bench_id: str, rows: list[Any], void: list[Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -731,6 +782,8 @@ def _print_bench(bench_id: str, rows: list[Any]) -> None:
         "evals",
         "tokens",
         "cost",
+        "void",
+        "isolation",
     ]
     for column in columns:
         table.add_column(column, justify="left" if column == "method" else "right")
@@ -740,12 +793,21 @@ def _print_bench(bench_id: str, rows: list[Any]) -> None:
         table.add_row(
             row.label, str(row.tasks), f"{row.mean_speedup:.2f}x", f"{row.geomean_speedup:.2f}x",
             f"{row.correct:.0%}", *fast, f"{row.average_rank:.2f}", str(row.evaluations),
-            str(row.tokens), cost,
+            str(row.tokens), cost, str(row.void),
+            _isolation_text(", ".join(row.isolation), row.unsafe_isolation),
         )  # fmt: skip
     console = Console()
     if not console.is_terminal:
         console = Console(width=160)  # a pipe or a file gets the whole table, not 80 columns
     console.print(table)
+    for result in void:
+        claimed = f" (measured {result.claimed_speedup:.2f}x)" if result.claimed_speedup else ""
+        console.print(
+            f"void: {result.task} {result.label} run {result.run_id} node {result.node}"
+            f"{claimed}: {result.reason}",
+            markup=False,
+            highlight=False,
+        )
     unfinished = sum(row.unfinished for row in rows)
     if unfinished:
         _say(f"{unfinished} run(s) did not finish; see maxcode runs")
@@ -781,6 +843,7 @@ def _step_printer() -> Callable[[Any], None]:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def runs_command(store_path: Path | None, as_json: bool) -> None:
     """List the runs in the store."""
+    from maxcode.search import run_isolation
     from maxcode.store import open_store
 
     store = open_store(store_path)
@@ -798,6 +861,9 @@ def runs_command(store_path: Path | None, as_json: bool) -> None:
                 "steps": run.steps_done,
                 "created_at": run.created_at,
                 "message": run.message,
+                "isolation": run_isolation(run),
+                "unsafe_isolation": run.unsafe_isolation,
+                "void": [result.as_json() for result in store.void_results(run.run_id)],
                 **usage,
             }
         )
@@ -808,15 +874,21 @@ def runs_command(store_path: Path | None, as_json: bool) -> None:
     from rich.table import Table
 
     table = Table()
-    for column in ("run", "task", "method", "status", "best", "evals", "calls", "cost"):
+    columns = ("run", "task", "method", "status", "best", "evals", "void", "calls", "cost")
+    for column in (*columns, "isolation"):
         table.add_column(column)
     for row in rows:
         cost = "?" if row["cost_usd"] is None else f"${row['cost_usd']:.4f}"
         table.add_row(
             row["run_id"], row["task"], row["method"], row["status"],
-            f"{row['best_speedup']:.2f}x", str(row["evaluations"]), str(row["llm_calls"]), cost,
+            f"{row['best_speedup']:.2f}x", str(row["evaluations"]), str(len(row["void"])),
+            str(row["llm_calls"]), cost,
+            _isolation_text(row["isolation"], row["unsafe_isolation"]),
         )  # fmt: skip
     Console().print(table)
+    for row in rows:
+        for voided in row["void"]:
+            _say(f"void: run {row['run_id']} node {voided['node']}: {voided['reason']}")
 
 
 def _print_feedback(feedback: Feedback) -> None:

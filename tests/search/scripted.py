@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from maxcode.evaluate.integrity import apply_policy
 from maxcode.executors import EvalJob, Executor
 from maxcode.llm import ProviderSettings, ScriptedProvider
 from maxcode.llm._scripted import Reply
@@ -19,11 +20,16 @@ from tests.helpers import write_task
 
 MARKER = re.compile(r"// candidate (\d+) reward ([\d.]+)")
 AGAIN = re.compile(r"// judged again ([\d.]+)")
+SUSPECT = re.compile(r"// void (\S+: .*)")
+SUSPECT_AGAIN = "// void when judged again"
 
 
 class ScriptedExecutor(Executor):
     """Feedback from the candidate's ``// candidate N reward R`` line (R = 0: wrong); from the
-    second evaluation of the same program on, ``// judged again R`` wins when present."""
+    second evaluation of the same program on, ``// judged again R`` wins when present. A
+    ``// void CATEGORY: MESSAGE`` line adds that finding (the integrity policy then voids the
+    result); ``// void when judged again`` adds a ``processes`` finding from the second
+    evaluation on."""
 
     def __init__(self) -> None:
         self.jobs: list[EvalJob] = []
@@ -35,23 +41,29 @@ class ScriptedExecutor(Executor):
         assert match, job.source
         again = AGAIN.search(job.source)
         reward = float(again.group(1) if seen_before and again else match.group(2))
-        return feedback_of(reward, job.task.name)
+        flags = [found.group(1) for found in SUSPECT.finditer(job.source)]
+        if seen_before and SUSPECT_AGAIN in job.source:
+            flags.append("processes: a child kept running when judged again")
+        return feedback_of(reward, job.task.name, flags)
 
 
-def feedback_of(reward: float, task: str = "sum") -> Feedback:
-    """A verdict with the given reward (0: a wrong answer)."""
+def feedback_of(reward: float, task: str = "sum", flags: list[str] | None = None) -> Feedback:
+    """A verdict with the given reward (0: a wrong answer) and findings, through the policy."""
     correct = reward > 0
-    return Feedback(
-        task=task,
-        compiled=True,
-        correct=correct,
-        speedup=reward,
-        metric="instructions",
-        reference_cost=100.0,
-        candidate_cost=100.0 / reward if correct else None,
-        tests_passed=2 if correct else 1,
-        tests_total=2,
-        error=None if correct else ErrorInfo(kind="wrong_answer", message="test 1: wrong"),
+    return apply_policy(
+        Feedback(
+            task=task,
+            compiled=True,
+            correct=correct,
+            speedup=reward,
+            metric="instructions",
+            reference_cost=100.0,
+            candidate_cost=100.0 / reward if correct else None,
+            tests_passed=2 if correct else 1,
+            tests_total=2,
+            error=None if correct else ErrorInfo(kind="wrong_answer", message="test 1: wrong"),
+            flags=flags or [],
+        )
     )
 
 

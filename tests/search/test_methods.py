@@ -128,3 +128,25 @@ def test_the_result_is_the_maximum_reward_seen(tmp_path: Path, method: str) -> N
     from maxcode.search.tree import best_node
 
     assert best_node(nodes).reward == max(seen)
+
+
+@pytest.mark.parametrize("method", ["best-of-n", "effi-learner", "cuda-llm", "beam", "tree"])
+def test_a_suspect_result_never_wins_and_is_never_refined(tmp_path: Path, method: str) -> None:
+    """Every third candidate claims 50x with a void finding: it never becomes the best, and no
+    method refines it while an honest program is there to refine."""
+    counter = iter(range(10_000))
+
+    def reply(request: LLMRequest) -> str:
+        number = next(counter)
+        if number % 3 == 0:
+            marks = "// void processes: a child kept running\n"
+            return f"```cpp\n// candidate {number} reward 50.0\n{marks}{ECHO_SUM}```"
+        return f"```cpp\n// candidate {number} reward {1.0 + number / 10}\n{ECHO_SUM}```"
+
+    _, search = scripted_search(tmp_path, [reply], method=method, depth=3, candidates=3)
+    outcome = asyncio.run(search.run())
+    suspects = [node for node in outcome.nodes if node.status == "suspect"]
+    assert suspects and all(node.reward == 0.0 for node in suspects)
+    assert outcome.best.status == "correct" and outcome.best.reward < 50.0
+    assert all(node.parent is None or node.parent.status != "suspect" for node in outcome.nodes)
+    assert all(reward < 50.0 for reward in outcome.trace)

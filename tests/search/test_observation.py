@@ -107,3 +107,30 @@ def test_feedback_text_is_bounded_and_informative() -> None:
     assert "Did not compile" in describe_feedback(huge)
     assert "Wrong: passed 0 of 2 tests" in describe_feedback(_feedback(0, correct=False))
     assert "2.00x faster" in describe_feedback(_feedback(2.0))
+
+
+def test_a_voided_result_says_why_to_the_policy_and_the_critic(tmp_path: Path) -> None:
+    import asyncio
+
+    from maxcode.evaluate.integrity import apply_policy
+    from maxcode.search.critique import TemplateCritic
+    from maxcode.search.observation import build_critic_prompt
+
+    reason = "processes: the candidate left processes running after it exited (killed)"
+    voided = apply_policy(_feedback(4.0).model_copy(update={"flags": [reason]}))
+    assert voided.suspect == reason and voided.speedup == 0.0
+    history, nodes = _tree(tmp_path, 3)
+    cheat = Node("2.0", nodes[1], 2, ECHO_SUM, feedback=voided)
+    assert cheat.status == "suspect" and cheat.reward == 0.0
+    text = describe_feedback(voided)
+    assert f"the harness voided this result: {reason}" in text.lower()
+    assert "4.00x" in text  # what it measured, and that it earned nothing
+    _, prompt = build_policy_prompt(
+        History(history.task, cheat, nodes[0], [*nodes, cheat], 10_000, ("feedback",))
+    )
+    assert "The harness voided the result of the program below" in prompt
+    assert reason in prompt
+    _, critic_prompt = build_critic_prompt(history.task, cheat)
+    assert reason in critic_prompt
+    critique = asyncio.run(TemplateCritic().critique(history.task, cheat, "critic:2.0"))
+    assert critique.startswith(f"Diagnosis: The harness voided this result: {reason}")

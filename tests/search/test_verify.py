@@ -11,8 +11,8 @@ from tests.helpers import ECHO_SUM
 from tests.search.scripted import ScriptedExecutor, scripted_search
 
 
-def program(number: int, reward: float, again: float | None = None) -> str:
-    marks = f"// candidate {number} reward {reward}\n"
+def program(number: int, reward: float, again: float | None = None, marks: str = "") -> str:
+    marks = f"// candidate {number} reward {reward}\n" + marks
     if again is not None:
         marks += f"// judged again {again}\n"
     return f"```cpp\n{marks}{ECHO_SUM}```"
@@ -39,7 +39,7 @@ def test_the_best_program_is_judged_again_and_reported(tmp_path: Path) -> None:
     assert summary.best_speedup == 3.0 and summary.best_node == "1.1"
     assert summary.verified_node == "1.1" and summary.verified_speedup == 3.0
     assert summary.verification == [
-        {"node": "1.1", "verified": True, "speedup": 3.0, "message": ""}
+        {"node": "1.1", "verified": True, "speedup": 3.0, "message": "", "suspect": None}
     ]
     assert "candidate 2 reward 3.0" in (tmp_path / "best.cpp").read_text()
     assert summary.evaluations == 3  # re-verification is not a search evaluation
@@ -82,3 +82,37 @@ def test_verification_can_be_turned_off(tmp_path: Path) -> None:
     summary = summarize(store, "r1", tmp_path / "best.cpp")  # type: ignore[arg-type]
     assert summary.verified_speedup is None and summary.verification == []
     assert len(search.executor.jobs) == 1  # type: ignore[attr-defined]
+
+
+def test_a_suspect_result_is_never_the_best_nor_verified(tmp_path: Path) -> None:
+    cheat = "// void processes: a child kept running after the program exited\n"
+    replies = [program(1, 1.5), program(2, 9.0, marks=cheat), program(3, 2.0)]
+    store, search, _ = run(tmp_path, replies)
+    cheat_node = search.nodes[2]  # type: ignore[attr-defined]
+    assert cheat_node.status == "suspect" and cheat_node.reward == 0.0
+    summary = summarize(store, "r1", tmp_path / "best.cpp")  # type: ignore[arg-type]
+    assert summary.best_node == "1.2" and summary.best_speedup == 2.0
+    # Only the honest best is judged again; the cheat's 9x is never tried.
+    assert [check["node"] for check in summary.verification] == ["1.2"]
+    assert summary.verified_node == "1.2"
+    assert summary.void == [
+        {
+            "node": "1.1",
+            "reason": "processes: a child kept running after the program exited",
+            "claimed_speedup": 9.0,
+            "isolation": "",
+        }
+    ]
+    assert store.evaluation_rewards("r1") == [1.5, 0.0, 2.0]  # type: ignore[attr-defined]
+
+
+def test_a_re_verification_that_comes_back_suspect_confirms_nothing(tmp_path: Path) -> None:
+    replies = [program(1, 1.5), program(2, 3.0, marks="// void when judged again\n")]
+    store, _, outcome = run(tmp_path, replies)
+    summary = summarize(store, "r1", tmp_path / "best.cpp")  # type: ignore[arg-type]
+    assert [check["node"] for check in summary.verification] == ["1.1", "1.0"]
+    first = summary.verification[0]
+    assert first["verified"] is False and first["suspect"].startswith("processes:")
+    assert "suspect, no reward" in first["message"]
+    assert summary.verified_node == "1.0" and summary.verified_speedup == 1.5
+    assert "node 1.1 (3.00x) failed re-verification" in outcome.message  # type: ignore[attr-defined]

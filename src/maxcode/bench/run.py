@@ -14,6 +14,7 @@ from maxcode.search import (
     METHODS,
     RunSummary,
     make_config,
+    resolve_isolation,
     run_search,
     run_search_async,
 )
@@ -45,6 +46,9 @@ def new_bench(
         raise MaxcodeError("name at least one --method")
     if len(set(labels)) != len(labels):
         raise MaxcodeError("each --method may be named once")
+    # The level is resolved (and a refused one raised) once, before any task is loaded; every
+    # run of the bench stores it, so a resumed bench keeps it.
+    settings = {**settings, "isolation": resolve_isolation(make_config(settings)).isolation}
     configs = {label: label_config(label, settings) for label in labels}
     loaded = {
         spec: load_task(spec, settings.get("pie_tests"), settings.get("scale") or 1.0)

@@ -38,6 +38,14 @@ class MethodRow:
     """LLM cost over all runs (None when a price is unknown)."""
     unfinished: int = 0
     """Runs not done (pending, stopped, failed)."""
+    void: int = 0
+    """Evaluations the integrity policy voided (a cheat: never counted as correct or fast)."""
+    void_reasons: dict[str, int] = field(default_factory=dict)
+    """Voided evaluations per finding category (``processes``, ``isolation``, ...)."""
+    isolation: list[str] = field(default_factory=list)
+    """The sandbox levels its runs ran under."""
+    unsafe_isolation: bool = False
+    """Some run accepted a level that cannot keep expected outputs private."""
 
     def as_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -49,10 +57,46 @@ class _Result:
     correct: bool
 
 
+@dataclass(frozen=True)
+class VoidRow:
+    """One voided result of a bench: which run, task, method and node, and why."""
+
+    run_id: str
+    task: str
+    label: str
+    node: str | None
+    reason: str
+    """The void finding, ``"category: message"``."""
+    claimed_speedup: float | None
+    """What it measured before the finding took the reward."""
+
+    def as_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def bench_void(store: RunStore, bench_id: str) -> list[VoidRow]:
+    """Every result of a bench's runs that the integrity policy voided, with its reason."""
+    rows = []
+    for run in store.bench_runs(bench_id):
+        for result in store.void_results(run.run_id):
+            rows.append(
+                VoidRow(
+                    run.run_id,
+                    run.task_name,
+                    run.bench_label or run.method,
+                    result.node_id,
+                    result.reason,
+                    result.claimed_speedup,
+                )
+            )
+    return rows
+
+
 def bench_table(
     store: RunStore, bench_id: str
 ) -> tuple[list[MethodRow], dict[str, dict[str, float]]]:
-    """The table of a bench, and per task the mean PIE speedup of each method."""
+    """The table of a bench, and per task the mean PIE speedup of each method. A result the
+    integrity policy voided counts as no program at all: not correct, not fast."""
     bench = store.get_bench(bench_id)
     if bench is None:
         raise KeyError(bench_id)
@@ -67,6 +111,14 @@ def bench_table(
         row.tokens += usage["prompt_tokens"] + usage["completion_tokens"]
         if row.cost_usd is not None:
             row.cost_usd = None if usage["cost_usd"] is None else row.cost_usd + usage["cost_usd"]
+        level = run.isolation or str(run.config.get("isolation") or "")
+        if level and level not in row.isolation:
+            row.isolation.append(level)
+        row.unsafe_isolation = row.unsafe_isolation or run.unsafe_isolation
+        for voided in store.void_results(run.run_id):
+            row.void += 1
+            category = voided.reason.split(":", 1)[0].strip()
+            row.void_reasons[category] = row.void_reasons.get(category, 0) + 1
         if run.status != "done":
             row.unfinished += 1
             continue
@@ -101,8 +153,10 @@ def bench_table(
 
 
 def _result(store: RunStore, run: RunRecord) -> _Result:
+    # Rewards as today's policy judges them (an older run's stored best may be a cheat's).
     rewards = store.evaluation_rewards(run.run_id)
-    return _Result(speedup=run.best_speedup, correct=any(reward > 0 for reward in rewards))
+    best = min(run.best_speedup, max([1.0, *rewards]))
+    return _Result(speedup=best, correct=any(reward > 0 for reward in rewards))
 
 
 def _ranks(per_task: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:

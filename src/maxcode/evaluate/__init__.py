@@ -108,17 +108,24 @@ def evaluate(
     repeats: int | None = None,
     pie_tests: str | Path | None = None,
     isolation: str = "auto",
+    unsafe_isolation: bool = False,
     scale: float = 1.0,
     compile_baseline: bool = False,
     tolerance: float | None = None,
     compile_only: bool = False,
     profile: bool = False,
 ) -> Feedback:
-    """``maxcode eval``: load the task and the candidate file, then judge the candidate."""
+    """``maxcode eval``: load the task and the candidate file, then judge the candidate.
+
+    ``isolation`` outside ``SAFE_LEVELS`` (what ``auto`` falls back to without bubblewrap and
+    namespaces) is refused with ``UnsafeIsolation`` unless ``unsafe_isolation`` accepts it."""
     if metric not in ("wall", "instructions"):
         raise MaxcodeError(f"unknown metric {metric!r} (wall or instructions)")
     if isolation not in ("auto", "bwrap", "unshare", "rlimits"):
         raise MaxcodeError(f"unknown isolation {isolation!r}")
+    # The sandbox first: a refused level is the user's to fix before anything is loaded.
+    level = cast(Isolation, isolation) if isolation != "auto" else "auto"
+    sandbox = Sandbox(level, unsafe_ok=unsafe_isolation)
     task = load_task(task_spec, pie_tests, scale)
     path = Path(candidate_path)
     try:
@@ -127,7 +134,6 @@ def evaluate(
         raise MaxcodeError(f"candidate not found: {path}") from None
     except (OSError, UnicodeDecodeError) as error:
         raise MaxcodeError(f"candidate {path} cannot be read: {error}") from None
-    sandbox = Sandbox(cast(Isolation, isolation) if isolation != "auto" else "auto")
     return evaluate_task(
         task,
         source,

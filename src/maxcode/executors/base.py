@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from functools import cache
 from types import TracebackType
+from typing import TYPE_CHECKING, Literal, cast
 
 from maxcode.tasks import Task
 from maxcode.types import Feedback, Metric
+
+if TYPE_CHECKING:
+    from maxcode.evaluate import Sandbox
 
 
 @dataclass(frozen=True)
@@ -30,9 +35,17 @@ class EvalJob:
     """KernelBench: atol = rtol for floating outputs; None for the per-dtype defaults."""
     profile: bool = False
     """KernelBench: profile a forward of the reference and of the candidate (for the critic)."""
+    isolation: str = "auto"
+    """The sandbox level (``auto``, ``bwrap``, ``unshare``, ``rlimits``)."""
+    unsafe_isolation: bool = False
+    """The user accepted a level outside ``SAFE_LEVELS`` (``--unsafe-isolation``)."""
+
+    def sandbox_key(self) -> tuple[str, bool]:
+        """What the job's sandbox is built from: ``Sandbox(level, unsafe_ok=...)``."""
+        return self.isolation, self.unsafe_isolation
 
     def settings(self) -> dict[str, object]:
-        """The keyword arguments of ``evaluate_task`` this job sets."""
+        """The keyword arguments of ``evaluate_task`` this job sets (the sandbox aside)."""
         return {
             "metric": self.metric,
             "repeats": self.repeats,
@@ -41,6 +54,17 @@ class EvalJob:
             "tolerance": self.tolerance,
             "profile": self.profile,
         }
+
+
+@cache
+def sandbox_for(isolation: str, unsafe_isolation: bool) -> Sandbox:
+    """The sandbox of a level and opt-in, made once per process (``auto`` probes the machine
+    once). Raises ``UnsafeIsolation`` for a level outside ``SAFE_LEVELS`` without the opt-in."""
+    from maxcode.evaluate import Sandbox
+    from maxcode.evaluate.sandbox import Isolation
+
+    level = cast(Isolation | Literal["auto"], isolation)
+    return Sandbox(level, unsafe_ok=unsafe_isolation)
 
 
 class Executor(ABC):

@@ -13,7 +13,7 @@ import asyncio
 import os
 
 from maxcode.evaluate import Sandbox, evaluate_task, prebuild_task
-from maxcode.executors.base import EvalJob, Executor
+from maxcode.executors.base import EvalJob, Executor, sandbox_for
 from maxcode.types import Feedback
 
 
@@ -25,7 +25,8 @@ def _cpus() -> list[int]:
 
 
 class LocalExecutor(Executor):
-    """Evaluations in this process's threads, at most ``workers`` at once."""
+    """Evaluations in this process's threads, at most ``workers`` at once. Each job names its
+    sandbox (level and opt-in); ``sandbox``, when given, is used for every job instead."""
 
     def __init__(self, workers: int = 1, sandbox: Sandbox | None = None) -> None:
         if workers < 1:
@@ -40,15 +41,16 @@ class LocalExecutor(Executor):
         self._gpu = asyncio.Lock()
 
     async def setup(self) -> None:
-        if self.sandbox is None:
-            self.sandbox = await asyncio.to_thread(Sandbox)
         self._slots = asyncio.Semaphore(self.workers)
+
+    def _sandbox(self, job: EvalJob) -> Sandbox:
+        return self.sandbox or sandbox_for(*job.sandbox_key())
 
     def _evaluate(self, job: EvalJob, cpu: int | None) -> Feedback:
         return evaluate_task(
             job.task,
             job.source,
-            sandbox=self.sandbox,
+            sandbox=self._sandbox(job),
             cpu=cpu,
             **job.settings(),  # type: ignore[arg-type]
         )
@@ -66,7 +68,11 @@ class LocalExecutor(Executor):
                 # One GPU: timings on it are taken one evaluation at a time, while the next
                 # candidates' extensions build on the CPUs.
                 failed = await asyncio.to_thread(
-                    prebuild_task, job.task, job.source, device=job.device, sandbox=self.sandbox
+                    prebuild_task,
+                    job.task,
+                    job.source,
+                    device=job.device,
+                    sandbox=self._sandbox(job),
                 )
                 if failed is not None:
                     return failed

@@ -7,12 +7,13 @@ from functools import cache
 
 import jinja2
 
-from maxcode.bench import FAST_P, bench_table
+from maxcode.bench import FAST_P, bench_table, bench_void
 from maxcode.errors import MaxcodeError
 from maxcode.report.svg import Series, TreeNode, line_chart, tree_chart
+from maxcode.search.api import run_isolation
 from maxcode.search.loop import normalised_key
 from maxcode.search.observation import attempt_summary, describe_feedback
-from maxcode.search.tree import Node
+from maxcode.search.tree import Node, best_node
 from maxcode.store import RunStore
 from maxcode.tasks import load_task
 
@@ -63,8 +64,11 @@ def run_report(store: RunStore, run_id: str) -> str:
     if record is None:
         raise MaxcodeError(f"no run {run_id!r} in {store.path}")
     nodes = load_tree(store, record.run_id)
-    by_id = {node.node_id: node for node in nodes}
-    best = by_id.get(record.best_node_id or "")
+    # The best as today's integrity policy judges the tree (an older run may have stored a
+    # result that is now void as its best).
+    best: Node | None = best_node(nodes)
+    if best is not None and best.is_root:
+        best = None
     rewards = store.evaluation_rewards(record.run_id)
     by_step = line_chart(
         "Best speedup after each step",
@@ -87,7 +91,9 @@ def run_report(store: RunStore, run_id: str) -> str:
                 node.depth,
                 node.status,
                 node.reward,
-                f"{node.node_id}: {node.status}, {node.reward:.2f}x",
+                f"{node.node_id}: void: {node.suspect}"
+                if node.suspect
+                else f"{node.node_id}: {node.status}, {node.reward:.2f}x",
             )
             for node in nodes
         ],
@@ -102,6 +108,7 @@ def run_report(store: RunStore, run_id: str) -> str:
         .render(
             title=f"maxcode run {record.run_id}",
             run=record,
+            best_speedup=best.reward if best is not None else 1.0,
             observation=",".join(record.config.get("observation") or []),
             evaluations=len(rewards),
             usage=store.usage(record.run_id),
@@ -113,6 +120,8 @@ def run_report(store: RunStore, run_id: str) -> str:
             diff=diff,
             attempts=nodes[1:],
             summaries=summaries,
+            isolation=run_isolation(record),
+            void=store.void_results(record.run_id),
         )
     )
 
@@ -123,6 +132,7 @@ def bench_report(store: RunStore, bench_id: str) -> str:
     if bench is None:
         raise MaxcodeError(f"no bench {bench_id!r} in {store.path}")
     rows, per_task = bench_table(store, bench.bench_id)
+    void = bench_void(store, bench.bench_id)
     curves: dict[str, list[list[float]]] = {label: [] for label in bench.labels}
     for run in store.bench_runs(bench.bench_id):
         if run.status == "done":
@@ -145,6 +155,7 @@ def bench_report(store: RunStore, bench_id: str) -> str:
             per_task=per_task,
             fast_p=[f"{p:g}" for p in FAST_P],
             curves=chart,
+            void=void,
         )
     )
 

@@ -13,6 +13,7 @@ STATUS_COLOURS = {
     "correct": "#2ca02c",
     "incorrect": "#ff7f0e",
     "compile_error": "#d62728",
+    "suspect": "#9467bd",
     "no_code": "#c7c7c7",
     "unevaluated": "#e0e0e0",
 }

@@ -1,7 +1,16 @@
 """The max-reward search: methods, observation parts, the critic, and the loop."""
 
-from maxcode.search.api import RunSummary, new_run, run_search, run_search_async, summarize
+from maxcode.search.api import (
+    RunSummary,
+    new_run,
+    resolve_isolation,
+    run_isolation,
+    run_search,
+    run_search_async,
+    summarize,
+)
 from maxcode.search.config import (
+    ISOLATION_CHOICES,
     MAXCODE_PARTS,
     METHODS,
     PARTS,
@@ -18,6 +27,7 @@ from maxcode.search.tree import Node
 from maxcode.search.value import ValueFunction, make_value
 
 __all__ = [
+    "ISOLATION_CHOICES",
     "MAXCODE_PARTS",
     "METHODS",
     "PARTS",
@@ -43,6 +53,8 @@ __all__ = [
     "new_run",
     "normalised_key",
     "parse_parts",
+    "resolve_isolation",
+    "run_isolation",
     "run_search",
     "run_search_async",
     "summarize",

@@ -12,17 +12,25 @@ from typing import Any
 
 from maxcode.config import maxcode_home
 from maxcode.errors import MaxcodeError
+from maxcode.evaluate.sandbox import SAFE_LEVELS
 from maxcode.executors import Executor, make_executor
 from maxcode.llm import NO_MODEL_MESSAGE, Budget, BudgetExhausted, LLMProvider, resolve_model
 from maxcode.search.config import SearchConfig
 from maxcode.search.critique import Critic, LLMCritic, TemplateCritic
-from maxcode.search.loop import Search, SearchOutcome, StepReport, verification_message
+from maxcode.search.loop import (
+    Search,
+    SearchOutcome,
+    StepReport,
+    confirms,
+    verification_message,
+)
 from maxcode.search.methods import make_method
 from maxcode.search.value import make_value
 from maxcode.store import RunRecord, RunStore
 from maxcode.tasks import Task, load_task
 
 EXTENSIONS = {"cpp": ".cpp", "kernelbench": ".py"}
+UNSAFE = "expected outputs are readable and state may survive between runs"
 BUDGET_SETTINGS = ("max_usd", "max_llm_tokens", "max_llm_calls")
 
 
@@ -47,10 +55,26 @@ class RunSummary:
     completion_tokens: int
     cost_usd: float | None
     trace: list[float]
+    isolation: str
+    """The sandbox level the run's candidates ran under."""
+    unsafe_isolation: bool
+    """The user accepted a level that cannot keep expected outputs private."""
+    void: list[dict[str, Any]]
+    """Results the integrity policy voided: node, reason, claimed speedup, isolation."""
 
     def as_json(self) -> dict[str, Any]:
         """The summary as a JSON object."""
         return dict(self.__dict__)
+
+
+def resolve_isolation(config: SearchConfig) -> SearchConfig:
+    """The config with ``auto`` replaced by the level this machine gives, after the level is
+    checked: one outside ``SAFE_LEVELS`` without ``unsafe_isolation`` raises
+    ``UnsafeIsolation`` (exit 2) before any LLM call is paid for."""
+    from maxcode.executors.base import sandbox_for
+
+    sandbox = sandbox_for(config.isolation, config.unsafe_isolation)
+    return config.model_copy(update={"isolation": sandbox.isolation})
 
 
 def new_run(
@@ -72,6 +96,9 @@ def new_run(
 
         check_device(config.device)
     make_value(config.value)
+    config = resolve_isolation(config)
+    if config.unsafe_isolation and config.isolation not in SAFE_LEVELS:
+        say(f"warning: isolation {config.isolation} accepted with --unsafe-isolation: {UNSAFE}")
     if config.model == "rules":
         say(NO_MODEL_MESSAGE)
     run_id = uuid.uuid4().hex[:12]
@@ -226,14 +253,15 @@ def _result_node(store: RunStore, record: RunRecord) -> tuple[str | None, float 
     log = [
         {
             "node": node_id,
-            "verified": feedback.correct,
+            "verified": confirms(feedback),
             "speedup": feedback.speedup,
-            "message": "" if feedback.correct else feedback.summary(),
+            "message": "" if confirms(feedback) else feedback.summary(),
+            "suspect": feedback.suspect,
         }
         for node_id, feedback in checks
     ]
     if checks:
-        confirmed = next(((n, f) for n, f in checks if f.correct), None)
+        confirmed = next(((n, f) for n, f in checks if confirms(f)), None)
         if confirmed is None:
             return None, 1.0, log
         return confirmed[0], confirmed[1].speedup, log
@@ -284,4 +312,13 @@ def summarize(store: RunStore, run_id: str, output: Path | None = None) -> RunSu
         completion_tokens=usage["completion_tokens"],
         cost_usd=usage["cost_usd"],
         trace=record.trace,
+        isolation=run_isolation(record),
+        unsafe_isolation=record.unsafe_isolation,
+        void=[result.as_json() for result in store.void_results(record.run_id)],
     )
+
+
+def run_isolation(record: RunRecord) -> str:
+    """The level a run's candidates ran under (a run stored before it was recorded: its
+    configuration's setting)."""
+    return record.isolation or str(record.config.get("isolation") or "")

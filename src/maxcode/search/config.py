@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from maxcode.errors import MaxcodeError
 
 MethodName = Literal["best-of-n", "effi-learner", "cuda-llm", "beam", "tree"]
+IsolationChoice = Literal["auto", "bwrap", "unshare", "rlimits"]
+ISOLATION_CHOICES: tuple[str, ...] = ("auto", "bwrap", "unshare", "rlimits")
 METHODS: tuple[str, ...] = ("best-of-n", "effi-learner", "cuda-llm", "beam", "tree")
 PARTS: tuple[str, ...] = ("feedback", "trajectory", "critique", "best")
 MAXCODE_PARTS: tuple[str, ...] = ("trajectory", "critique", "best")
@@ -93,6 +95,12 @@ class SearchConfig(BaseModel):
     """Stop after this many LLM calls."""
     pie_tests: str | None = None
     """Test-case folder of a PIE row."""
+    isolation: IsolationChoice = "auto"
+    """Sandbox for candidates: auto picks the strongest available; a run stores the level it
+    resolved to, so a resumed run keeps it."""
+    unsafe_isolation: bool = False
+    """Accept an isolation level that cannot keep expected outputs private and runs stateless
+    (rlimits); without it such a level is refused. Recorded with the run and every result."""
 
     @field_validator("observation")
     @classmethod

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from maxcode.llm import LLMProvider, LLMRequest
-from maxcode.search.observation import build_critic_prompt
+from maxcode.search.observation import build_critic_prompt, void_line
 from maxcode.search.tree import Node
 from maxcode.tasks import Task
 from maxcode.types import Feedback
@@ -60,6 +60,15 @@ class TemplateCritic:
                 f"Diagnosis: the program does not compile: {first}\n"
                 "Suggestions:\n- Fix the line the compiler names; keep the rest of the rewrite.\n"
                 "- Check includes and declarations for anything the rewrite added."
+            )
+        if feedback.suspect is not None:
+            return (
+                f"Diagnosis: {void_line(feedback.suspect)}. The output was correct but the "
+                "speedup cannot be trusted, so it earned no reward.\n"
+                "Suggestions:\n- Remove what the harness found: no child processes left "
+                "running, no state kept between runs (shared memory, files), no extra CPUs, no "
+                "reading of expected outputs or of the harness's files.\n"
+                "- Make the program itself faster: a better algorithm, less input/output work."
             )
         if not feedback.correct:
             first = feedback.error.message if feedback.error else "a test failed"

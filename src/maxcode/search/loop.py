@@ -80,13 +80,20 @@ class Verification:
 
     @classmethod
     def of(cls, node: Node, feedback: Feedback) -> Verification:
+        confirmed = confirms(feedback)
         return cls(
             node_id=node.node_id,
             claimed=node.reward,
-            verified=feedback.correct,
-            speedup=feedback.speedup if feedback.correct else 0.0,
-            message="" if feedback.correct else feedback.summary(),
+            verified=confirmed,
+            speedup=feedback.speedup if confirmed else 0.0,
+            message="" if confirmed else feedback.summary(),
         )
+
+
+def confirms(feedback: Feedback) -> bool:
+    """A re-verification confirms a program when it is correct again and nothing voided the
+    measurement (a suspect verdict confirms nothing)."""
+    return feedback.correct and feedback.suspect is None
 
 
 def verification_message(checked: list[Verification]) -> str:
@@ -381,6 +388,8 @@ class Search:
             compile_baseline=self.config.compile_baseline,
             tolerance=self.config.tolerance,
             profile=self.config.profiling() if profile is None else profile,
+            isolation=self.config.isolation,
+            unsafe_isolation=self.config.unsafe_isolation,
         )
 
     # --- the final re-verification -------------------------------------------------------
@@ -389,7 +398,8 @@ class Search:
         """Judge the best programs again, best first, each in a fresh evaluation (new
         processes; for KernelBench, fresh seeds and inputs), until one is confirmed correct;
         at most ``VERIFY_AT_MOST`` are tried. Programs no faster than the reference are not
-        tried: the reference then stands. Verdicts are stored, so a replay repeats none."""
+        tried: the reference then stands; nor are suspect ones (their reward is 0). Verdicts
+        are stored, so a replay repeats none."""
         done = dict(self.store.verifications(self.run_id))
         order = {id(node): position for position, node in enumerate(self.nodes)}
         ranked = sorted(
@@ -399,6 +409,7 @@ class Search:
                 if not node.is_root
                 and node.duplicate_of is None
                 and node.source is not None
+                and node.status != "suspect"
                 and node.reward > 1.0
             ),
             key=lambda node: (-node.reward, order[id(node)]),
@@ -411,7 +422,7 @@ class Search:
                 feedback = await self.executor.evaluate(self._job(node.source, profile=False))
                 self.store.put_verification(self.run_id, node.node_id, feedback)
             checked.append(Verification.of(node, feedback))
-            if feedback.correct:
+            if confirms(feedback):
                 break
         return checked
 

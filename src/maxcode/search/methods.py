@@ -35,8 +35,9 @@ class Method(Protocol):
 
 
 def _ranked(nodes: list[Node]) -> list[Node]:
-    """Highest reward first; among equals, earlier first."""
-    return sorted(nodes, key=lambda node: -node.reward)
+    """Highest reward first; among equals, earlier first, a suspect node (void: reward 0) after
+    the others."""
+    return sorted(nodes, key=lambda node: (-node.reward, node.status == "suspect"))
 
 
 def _latest_step(nodes: list[Node]) -> list[Node]:
@@ -94,7 +95,13 @@ class CudaLLM:
         if ranked[0].reward > 0:
             return [Expansion(ranked[0], self.k)]
         with_code = [node for node in latest if node.source is not None and not node.duplicate_of]
-        compiled = [node for node in with_code if node.feedback and node.feedback.compiled]
+        # A failed program is refined so its error gets fixed; a suspect one (voided by the
+        # integrity policy) only when nothing else is left.
+        compiled = [
+            node
+            for node in with_code
+            if node.feedback and node.feedback.compiled and node.status != "suspect"
+        ]
         keep = (compiled or with_code or [nodes[0]])[0]
         return [Expansion(keep, self.k)]
 
@@ -114,13 +121,14 @@ class Beam:
         candidates = [node for node in _latest_step(nodes) if node.source is not None]
         beam = [node for node in _ranked(candidates) if node.reward > 0][: self.width]
         if not beam:
-            beam = candidates[: self.width] or [nodes[0]]
+            beam = _ranked(candidates)[: self.width] or [nodes[0]]
         return [Expansion(node, self.k) for node in beam]
 
 
 class Tree:
     """Best-first tree search: each step expands, once, the most promising node seen so far
-    (by the value function's score when one is set, else by reward)."""
+    (by the value function's score when one is set, else by reward). A suspect node (voided by
+    the integrity policy) is never expanded: its score was a guess the harness refuted."""
 
     name = "tree"
 
@@ -136,6 +144,7 @@ class Tree:
             node
             for node in nodes
             if not node.expanded
+            and node.status != "suspect"
             and (node.is_root or (node.source is not None and node.duplicate_of is None))
         ]
         if not open_nodes:

@@ -66,7 +66,17 @@ def describe_feedback(feedback: Feedback | None) -> str:
             output = output[:_COMPILE_OUTPUT_IN_PROMPT] + "\n…"
         return f"Did not compile:\n{output or (feedback.error.message if feedback.error else '')}"
     lines = []
-    if not feedback.correct:
+    if feedback.suspect is not None:
+        claimed = (
+            f" (it measured {feedback.claimed_speedup:.2f}x)" if feedback.claimed_speedup else ""
+        )
+        lines.append(f"{void_line(feedback.suspect)}{claimed}; no reward.")
+        lines.append(
+            "Its output was correct, but the speedup cannot be trusted. Earn the reward by "
+            "doing less work in this process alone: no child processes left running, no "
+            "state kept between runs, no extra CPUs, no reading of expected outputs."
+        )
+    elif not feedback.correct:
         lines.append(f"Wrong: passed {feedback.tests_passed} of {feedback.tests_total} tests.")
         if feedback.error:
             lines.append(f"First failure: {feedback.error.message}")
@@ -125,6 +135,11 @@ def describe_feedback(feedback: Feedback | None) -> str:
         lines.append(f"Roofline: {feedback.roofline.summary()}.")
     lines += [f"Harness flag: {flag}" for flag in feedback.flags]
     return "\n".join(lines)
+
+
+def void_line(reason: str) -> str:
+    """What the policy, the critic and the report read for a voided result."""
+    return f"The harness voided this result: {reason}"
 
 
 def _describe_cpp_profile(profile: CppProfile) -> str:

@@ -7,7 +7,11 @@ from typing import Literal
 
 from maxcode.types import Feedback
 
-NodeStatus = Literal["reference", "no_code", "compile_error", "incorrect", "correct", "unevaluated"]
+NodeStatus = Literal[
+    "reference", "no_code", "compile_error", "incorrect", "correct", "suspect", "unevaluated"
+]
+"""``suspect``: correct output, but a void finding of the integrity policy took the reward
+(``Feedback.suspect`` says which); such a node is never the best, never verified."""
 
 
 @dataclass(eq=False)
@@ -51,12 +55,18 @@ class Node:
 
     @property
     def reward(self) -> float:
-        """The speedup when correct, 0 otherwise; the reference scores 1."""
+        """The speedup when correct and not suspect, 0 otherwise; the reference scores 1."""
         if self.is_root:
             return 1.0
-        if self.feedback is not None and self.feedback.correct:
-            return self.feedback.speedup
+        feedback = self.feedback
+        if feedback is not None and feedback.correct and feedback.suspect is None:
+            return feedback.speedup
         return 0.0
+
+    @property
+    def suspect(self) -> str | None:
+        """The void finding that took this node's reward (None: none)."""
+        return self.feedback.suspect if self.feedback is not None else None
 
     @property
     def status(self) -> NodeStatus:
@@ -69,11 +79,14 @@ class Node:
             return "unevaluated"
         if not self.feedback.compiled:
             return "compile_error"
-        return "correct" if self.feedback.correct else "incorrect"
+        if not self.feedback.correct:
+            return "incorrect"
+        return "correct" if self.feedback.suspect is None else "suspect"
 
 
 def best_node(nodes: list[Node]) -> Node:
-    """The node with the highest reward; the earliest among equals (the root wins ties)."""
+    """The node with the highest reward; the earliest among equals (the root wins ties). A
+    suspect node's reward is 0, so it never wins."""
     best = nodes[0]
     for node in nodes[1:]:
         if node.reward > best.reward:

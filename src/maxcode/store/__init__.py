@@ -11,6 +11,7 @@ from maxcode.store.store import (
     NodeRecord,
     RunRecord,
     RunStore,
+    VoidResult,
 )
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "NodeRecord",
     "RunRecord",
     "RunStore",
+    "VoidResult",
     "default_store_path",
     "open_store",
 ]

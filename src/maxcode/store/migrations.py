@@ -115,6 +115,13 @@ MIGRATIONS: list[tuple[str, str]] = [
         )
         """,
     ),
+    (
+        "m004_isolation",
+        """
+        ALTER TABLE runs ADD COLUMN isolation TEXT NOT NULL DEFAULT '';
+        ALTER TABLE runs ADD COLUMN unsafe_isolation INTEGER NOT NULL DEFAULT 0
+        """,
+    ),
 ]
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from maxcode.errors import MaxcodeError
+from maxcode.evaluate.integrity import apply_policy
 from maxcode.llm import LLMCall
 from maxcode.store.migrations import migrate
 from maxcode.types import Feedback
@@ -57,6 +58,10 @@ class RunRecord:
     """The method label the bench ran it under (``cuda-llm+maxcode``)."""
     bench_trial: int | None = None
     """Which repetition of (task, method) it is within its bench."""
+    isolation: str = ""
+    """The sandbox level its candidates run under (empty: a run stored before it was kept)."""
+    unsafe_isolation: bool = False
+    """The user accepted a level that cannot keep expected outputs private (``rlimits``)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,28 @@ class BenchRecord:
     """Method labels, in order."""
     trials: int
     """Runs per (task, method)."""
+
+
+@dataclass(frozen=True)
+class VoidResult:
+    """An evaluation whose reward a void finding of the integrity policy took."""
+
+    node_id: str | None
+    """The first node that proposed the program (None: not found)."""
+    reason: str
+    """The void finding, ``"category: message"``."""
+    claimed_speedup: float | None
+    """What the program measured before the finding took it."""
+    isolation: str
+    """The sandbox level it ran under."""
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "node": self.node_id,
+            "reason": self.reason,
+            "claimed_speedup": self.claimed_speedup,
+            "isolation": self.isolation,
+        }
 
 
 @dataclass(frozen=True)
@@ -159,16 +186,21 @@ class RunStore:
         self, run_id: str, task_spec: str, task_name: str, task_kind: str, method: str,
         config: dict[str, Any], *, status: str = "running", bench_id: str | None = None,
         bench_label: str | None = None, bench_trial: int | None = None,
+        isolation: str | None = None, unsafe_isolation: bool | None = None,
     ) -> None:  # fmt: skip
-        """Record a new run."""
+        """Record a new run (``isolation`` and ``unsafe_isolation`` default to the config's)."""
         now = time.time()
+        if isolation is None:
+            isolation = str(config.get("isolation") or "")
+        if unsafe_isolation is None:
+            unsafe_isolation = bool(config.get("unsafe_isolation", False))
         self._execute(
             "INSERT INTO runs (run_id, created_at, updated_at, task_spec, task_name, task_kind,"
-            " method, config_json, status, bench_id, bench_label, bench_trial)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " method, config_json, status, bench_id, bench_label, bench_trial, isolation,"
+            " unsafe_isolation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 run_id, now, now, task_spec, task_name, task_kind, method, json.dumps(config),
-                status, bench_id, bench_label, bench_trial,
+                status, bench_id, bench_label, bench_trial, isolation, int(unsafe_isolation),
             ),
         )  # fmt: skip
 
@@ -220,11 +252,41 @@ class RunStore:
         return [_run(row) for row in rows]
 
     def evaluation_rewards(self, run_id: str) -> list[float]:
-        """Rewards of a run's evaluations, in the order they were recorded."""
+        """Rewards of a run's evaluations, in the order they were recorded (today's integrity
+        policy applied: a void finding of an older run's verdict takes its reward too)."""
+        return [_reward(feedback) for feedback in self.evaluations(run_id)]
+
+    def evaluations(self, run_id: str) -> list[Feedback]:
+        """A run's verdicts, in the order they were recorded, judged by today's policy."""
         rows = self._execute(
-            "SELECT reward FROM evaluations WHERE run_id = ? ORDER BY created_at, rowid", (run_id,)
+            "SELECT feedback_json FROM evaluations WHERE run_id = ? ORDER BY created_at, rowid",
+            (run_id,),
         ).fetchall()
-        return [float(row[0]) for row in rows]
+        return [_load_feedback(row[0]) for row in rows]
+
+    def void_results(self, run_id: str) -> list[VoidResult]:
+        """The run's evaluations that a void finding took the reward of, with the first node
+        that proposed each program, in the order they were recorded."""
+        rows = self._execute(
+            "SELECT e.feedback_json, (SELECT n.node_id FROM nodes n WHERE n.run_id = e.run_id"
+            " AND n.candidate_sha256 = e.candidate_sha256 ORDER BY n.step, n.created_at,"
+            " n.node_id LIMIT 1) FROM evaluations e WHERE e.run_id = ?"
+            " ORDER BY e.created_at, e.rowid",
+            (run_id,),
+        ).fetchall()
+        found = []
+        for feedback_json, node_id in rows:
+            feedback = _load_feedback(feedback_json)
+            if feedback.suspect is not None:
+                found.append(
+                    VoidResult(
+                        node_id=node_id,
+                        reason=feedback.suspect,
+                        claimed_speedup=feedback.claimed_speedup,
+                        isolation=feedback.isolation,
+                    )
+                )
+        return found
 
     def get_run(self, run_id: str) -> RunRecord | None:
         """A run by id (a unique prefix of the id is enough)."""
@@ -314,7 +376,7 @@ class RunStore:
             "INSERT INTO evaluations (run_id, eval_key, candidate_sha256, reward,"
             " feedback_json, seconds, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
-                run_id, eval_key, candidate_sha256, feedback.speedup if feedback.correct else 0.0,
+                run_id, eval_key, candidate_sha256, _reward(feedback),
                 feedback.model_dump_json(), seconds, time.time(),
             ),
         )  # fmt: skip
@@ -325,7 +387,7 @@ class RunStore:
             "SELECT feedback_json FROM evaluations WHERE run_id = ? AND eval_key = ?",
             (run_id, eval_key),
         ).fetchone()
-        return Feedback.model_validate_json(row[0]) if row else None
+        return _load_feedback(row[0]) if row else None
 
     def put_verification(self, run_id: str, node_id: str, feedback: Feedback) -> None:
         """Record the final re-verification of a node's program (once per node)."""
@@ -336,7 +398,7 @@ class RunStore:
                 run_id,
                 node_id,
                 feedback.candidate_sha256,
-                int(feedback.correct),
+                int(feedback.correct and feedback.suspect is None),
                 feedback.speedup,
                 feedback.model_dump_json(),
                 time.time(),
@@ -350,7 +412,7 @@ class RunStore:
             " ORDER BY created_at, rowid",
             (run_id,),
         ).fetchall()
-        return [(row[0], Feedback.model_validate_json(row[1])) for row in rows]
+        return [(row[0], _load_feedback(row[1])) for row in rows]
 
     def count_evaluations(self, run_id: str) -> int:
         """Evaluations recorded for a run."""
@@ -420,8 +482,19 @@ class RunStore:
 _RUN_COLUMNS = (
     "run_id, created_at, task_spec, task_name, task_kind, method, config_json, status,"
     " best_node_id, best_speedup, steps_done, trace_json, message, bench_id, bench_label,"
-    " bench_trial"
+    " bench_trial, isolation, unsafe_isolation"
 )
+
+
+def _load_feedback(text: str) -> Feedback:
+    """A stored verdict, judged by today's integrity table: a verdict stored before the policy
+    (schema 3 and older, no ``suspect``) whose flags now void it comes back suspect."""
+    return apply_policy(Feedback.model_validate_json(text))
+
+
+def _reward(feedback: Feedback) -> float:
+    """The reward of a verdict: its speedup when correct and not suspect, else 0."""
+    return feedback.speedup if feedback.correct and feedback.suspect is None else 0.0
 
 
 def _run(row: tuple[Any, ...]) -> RunRecord:
@@ -443,4 +516,6 @@ def _run(row: tuple[Any, ...]) -> RunRecord:
         bench_id=fields["bench_id"],
         bench_label=fields["bench_label"],
         bench_trial=fields["bench_trial"],
+        isolation=fields["isolation"] or "",
+        unsafe_isolation=bool(fields["unsafe_isolation"]),
     )

@@ -50,7 +50,7 @@ from maxcode.errors import MaxcodeError, TaskError
 from maxcode.evaluate import ncu
 from maxcode.evaluate.build import bounded_diagnostics
 from maxcode.evaluate.cpp import timing_cpu
-from maxcode.evaluate.kernelbench_worker import NVTX_RANGE
+from maxcode.evaluate.kernelbench.worker import NVTX_RANGE
 from maxcode.evaluate.sandbox import (
     Limits,
     Run,
@@ -282,7 +282,7 @@ class _Job:
         os.chmod(folder, 0o755)
         _write(folder / "problem.py", task.reference)
         _write(folder / "candidate.py", candidate)
-        worker = importlib.resources.files("maxcode.evaluate").joinpath("kernelbench_worker.py")
+        worker = importlib.resources.files("maxcode.evaluate.kernelbench").joinpath("worker.py")
         _write(folder / "worker.py", worker.read_text(encoding="utf-8"))
         return cls(folder, _Seeds.fresh())
 

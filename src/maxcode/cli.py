@@ -222,6 +222,20 @@ def eval_command(
         _print_feedback(feedback)
 
 
+@main.command("doctor")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def doctor_command(as_json: bool) -> None:
+    """What this machine offers each task kind, and how to install what is missing."""
+    from maxcode.doctor import doctor, format_report
+
+    report = doctor()
+    if as_json:
+        click.echo(json.dumps(report.as_json()))
+        return
+    for line in format_report(report):
+        click.echo(line)
+
+
 STORE_OPTION = click.option(
     "--store",
     "store_path",

@@ -9,6 +9,7 @@ import pytest
 
 from maxcode.errors import TaskError
 from maxcode.tasks import load_task
+from maxcode.tasks.model import FLOAT_ABS_TOL, FLOAT_REL_TOL
 from tests.helpers import EXAMPLES, run_maxcode, write_task
 
 
@@ -172,3 +173,48 @@ def test_pie_errors(tmp_path: Path) -> None:
     missing.write_text(json.dumps({"problem_id": "p9", "src_code": "x"}) + "\n")
     with pytest.raises(TaskError, match="no tests folder"):
         load_task(f"{missing}#0", pie_tests=tests_root)
+
+
+def test_float_tolerances_default_and_load_from_task_toml(tmp_path: Path) -> None:
+    plain = load_task(str(write_task(tmp_path / "plain")))
+    assert (plain.float_abs_tol, plain.float_rel_tol) == (FLOAT_ABS_TOL, FLOAT_REL_TOL)
+    toml = 'kind = "cpp"\nfloat_abs_tol = 1e-4\nfloat_rel_tol = 0\n'
+    task = load_task(str(write_task(tmp_path / "tolerant", toml=toml)))
+    assert (task.float_abs_tol, task.float_rel_tol) == (1e-4, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("float_abs_tol = -1e-6", "float_abs_tol: Input should be greater than or equal to 0"),
+        ("float_rel_tol = -0.5", "float_rel_tol: Input should be greater than or equal to 0"),
+        ("float_rel_tol = 1", "float_rel_tol: Input should be less than 1"),
+        ("float_abs_tol = nan", "float_abs_tol: Input should be a finite number"),
+        ("float_abs_tol = inf", "float_abs_tol: Input should be a finite number"),
+        ('float_abs_tol = "1e-3"', "float_abs_tol: Input should be a valid number"),
+        ("float_rel_tol = true", "float_rel_tol: Input should be a valid number"),
+        ("float_tol = 1e-3", "float_tol: Extra inputs are not permitted"),
+    ],
+)
+def test_bad_float_tolerance_is_a_one_line_task_error(
+    tmp_path: Path, line: str, message: str
+) -> None:
+    folder = write_task(tmp_path / "t", toml=f'kind = "cpp"\n{line}\n')
+    with pytest.raises(TaskError) as raised:
+        load_task(str(folder))
+    assert str(raised.value) == f"{folder / 'task.toml'}: {message}"
+
+
+def test_pie_row_may_carry_float_tolerances(tmp_path: Path) -> None:
+    _, tests_root = _pie(tmp_path)
+    rows = [
+        {"problem_id": "p00001", "src_code": "int main(){}", "float_abs_tol": 1e-4},
+        {"problem_id": "p00001", "src_code": "int main(){}", "float_rel_tol": -1},
+    ]
+    jsonl = tmp_path / "tolerant.jsonl"
+    jsonl.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    task = load_task(f"{jsonl}#0", pie_tests=tests_root)
+    assert (task.float_abs_tol, task.float_rel_tol) == (1e-4, FLOAT_REL_TOL)
+    assert "float_abs_tol" not in task.extra
+    with pytest.raises(TaskError, match=r"#1: float_rel_tol: Input should be greater than or"):
+        load_task(f"{jsonl}#1", pie_tests=tests_root)

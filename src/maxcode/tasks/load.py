@@ -11,12 +11,19 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from maxcode.errors import TaskError
-from maxcode.tasks.model import DEFAULT_CPP_FLAGS, Task, TestCase, hold_out
+from maxcode.tasks.model import (
+    DEFAULT_CPP_FLAGS,
+    FLOAT_ABS_TOL,
+    FLOAT_REL_TOL,
+    Task,
+    TestCase,
+    hold_out,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -24,6 +31,11 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 _TEST_FILE = re.compile(r"^(input|output)\.(\d+)\.txt$")
+
+_AbsTol = Annotated[float, Field(ge=0, strict=True, allow_inf_nan=False)]
+"""An absolute tolerance: a finite number, 0 or more (a TOML or JSON number, not a string)."""
+_RelTol = Annotated[float, Field(ge=0, lt=1, strict=True, allow_inf_nan=False)]
+"""A relative tolerance: at least 0 and below 1 (1 would accept 0 for any expected value)."""
 
 
 class _TaskToml(BaseModel):
@@ -41,6 +53,17 @@ class _TaskToml(BaseModel):
     cpus: int = Field(default=1, ge=1, le=1024)
     held_out: list[int] | None = None
     held_out_share: float | None = Field(default=None, ge=0, lt=1)
+    float_abs_tol: _AbsTol = FLOAT_ABS_TOL
+    float_rel_tol: _RelTol = FLOAT_REL_TOL
+
+
+class _PieTolerances(BaseModel):
+    """The comparison keys a PIE row may carry (other fields are kept, not interpreted)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    float_abs_tol: _AbsTol = FLOAT_ABS_TOL
+    float_rel_tol: _RelTol = FLOAT_REL_TOL
 
 
 def load_task(spec: str, pie_tests: str | Path | None = None, scale: float = 1.0) -> Task:
@@ -102,6 +125,8 @@ def load_task_folder(folder: Path) -> Task:
         memory_mb=config.memory_mb,
         repeats=config.repeats,
         cpus=config.cpus,
+        float_abs_tol=config.float_abs_tol,
+        float_rel_tol=config.float_rel_tol,
     )
 
 
@@ -122,7 +147,14 @@ def load_pie_row(jsonl: Path, row: str, tests_root: Path) -> Task:
             raise TaskError(f"{where}: tests {missing} not found in {tests_root / problem}")
         tests = tuple(by_index[index] for index in sorted(set(wanted)))
     name = f"{problem}_{record['src_id']}" if record.get("src_id") else f"{problem}_{number}"
-    extra = {key: value for key, value in record.items() if key not in ("src_code", "tests")}
+    try:
+        tolerances = _PieTolerances.model_validate(record)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field_name = ".".join(str(part) for part in first["loc"])
+        raise TaskError(f"{where}: {field_name}: {first['msg']}") from None
+    interpreted = ("src_code", "tests", *_PieTolerances.model_fields)
+    extra = {key: value for key, value in record.items() if key not in interpreted}
     return Task(
         name=name,
         kind="cpp",
@@ -130,6 +162,8 @@ def load_pie_row(jsonl: Path, row: str, tests_root: Path) -> Task:
         tests=hold_out(tests),
         origin=where,
         description=str(record.get("description", "")),
+        float_abs_tol=tolerances.float_abs_tol,
+        float_rel_tol=tolerances.float_rel_tol,
         extra=extra,
     )
 

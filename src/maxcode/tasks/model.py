@@ -13,6 +13,10 @@ HELD_OUT_FROM = 10
 """Tasks with at least this many tests hold some out by default."""
 HELD_OUT_SHARE = 0.2
 """The share of a task's tests held out by default (the last ones in index order)."""
+FLOAT_ABS_TOL = 1e-6
+"""Default absolute tolerance for real-number tokens in a C++ task's output."""
+FLOAT_REL_TOL = 1e-6
+"""Default relative tolerance (against the expected value) for real-number tokens."""
 
 
 @dataclass(frozen=True)
@@ -73,5 +77,11 @@ class Task:
     """The CPU budget of one run: CPU time of all its processes may not exceed this many times
     its wall time (1: pinned to one CPU; more for tasks where parallelism is the point,
     reference and candidate timed under the same budget)."""
+    float_abs_tol: float = FLOAT_ABS_TOL
+    """A real-number token of the output matches when it differs from the expected one by at
+    most this much, or by at most ``float_rel_tol`` times the expected value (integer tokens
+    always match exactly; see ``maxcode.evaluate.compare``)."""
+    float_rel_tol: float = FLOAT_REL_TOL
+    """The relative tolerance for real-number tokens, against the expected value."""
     extra: dict[str, object] = field(default_factory=dict, compare=False)
     """Fields of the source record that maxcode does not interpret (kept for reports)."""

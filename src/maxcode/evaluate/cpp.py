@@ -465,7 +465,12 @@ def _outcome(index: int, result: SandboxResult, expected: bytes, runner: _Runner
         )
     if result.exit_code != 0:
         return outcome("runtime_error", f"exit code {result.exit_code}{_stderr_excerpt(result)}")
-    comparison = compare_output(expected, result.stdout)
+    comparison = compare_output(
+        expected,
+        result.stdout,
+        abs_tol=runner.task.float_abs_tol,
+        rel_tol=runner.task.float_rel_tol,
+    )
     if not comparison.matches:
         return outcome("wrong_answer", comparison.detail)
     return outcome("passed")

@@ -84,3 +84,14 @@ def test_auto_is_resolved_and_stored_with_the_run(tmp_path: Path) -> None:
     result = json.loads(done.stdout)
     assert result["isolation"] == doctor["isolation"]["level"]
     assert result["unsafe_isolation"] is False
+
+
+def test_the_command_lines_choices_are_the_configs() -> None:
+    from typing import get_args
+
+    from maxcode.cli import ISOLATION_NAMES
+    from maxcode.search.config import ISOLATION_CHOICES, SearchConfig
+
+    assert ISOLATION_NAMES == ISOLATION_CHOICES
+    annotation = SearchConfig.model_fields["isolation"].annotation
+    assert get_args(annotation) == ISOLATION_CHOICES

@@ -90,27 +90,31 @@ TOLERANCE_OPTION = click.option(
 )
 
 
-def _isolation_options(default: str | None) -> list[Callable[[F], F]]:
-    """``--isolation`` and ``--unsafe-isolation``, worded from ``SearchConfig`` (eval defaults
-    to auto; optimize and bench set them only when given, so a YAML config can too)."""
-    from maxcode.search.config import ISOLATION_CHOICES, SearchConfig
+ISOLATION_NAMES = ("auto", "bwrap", "unshare", "rlimits")
+"""``SearchConfig.isolation``'s choices (kept here so that the command line starts without
+importing the search; a test checks they agree)."""
 
-    fields = SearchConfig.model_fields
+
+def _isolation_options(default: str | None) -> list[Callable[[F], F]]:
+    """``--isolation`` and ``--unsafe-isolation`` (eval defaults to auto; optimize and bench
+    set them only when given, so a YAML config can too)."""
     return [
         click.option(
             "--isolation",
-            type=click.Choice(list(ISOLATION_CHOICES)),
+            type=click.Choice(list(ISOLATION_NAMES)),
             default=default,
             show_default=default is not None,
             envvar="MAXCODE_ISOLATION",
-            help=str(fields["isolation"].description).split(";")[0] + ".",
+            help="Sandbox for candidates; auto picks the strongest available (bwrap, then "
+            "unshare). rlimits is refused without --unsafe-isolation.",
         ),
         click.option(
             "--unsafe-isolation",
             is_flag=True,
             default=None if default is None else False,
             envvar="MAXCODE_UNSAFE_ISOLATION",
-            help=str(fields["unsafe_isolation"].description),
+            help="Accept a level that cannot keep expected outputs private and runs stateless "
+            "(rlimits). Recorded with the run and shown in every result.",
         ),
     ]
 
@@ -938,7 +942,10 @@ def _print_feedback(feedback: Feedback) -> None:
             outcome.detail,
         )
     console.print(table)
-    if feedback.correct and feedback.reference_cost and feedback.candidate_cost:
+    if feedback.suspect is not None:
+        claimed = f" (measured {feedback.claimed_speedup:.2f}x)" if feedback.claimed_speedup else ""
+        console.print(f"[bold magenta]void[/]{claimed}, no reward: {feedback.suspect}")
+    elif feedback.correct and feedback.reference_cost and feedback.candidate_cost:
         console.print(
             f"speedup [bold]{feedback.speedup:.2f}x[/] ({feedback.metric}: "
             f"{unit(feedback.reference_cost)} -> {unit(feedback.candidate_cost)})"

@@ -1,0 +1,96 @@
+"""Runs stored by an older maxcode: verdicts without ``suspect`` (feedback schema 3) still load,
+and are judged by today's integrity table; a store made before ``m004_isolation`` migrates."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+from maxcode.bench.table import _result
+from maxcode.report import run_report
+from maxcode.search.api import summarize
+from maxcode.search.loop import normalised_key
+from maxcode.store import RunStore
+from maxcode.store.migrations import MIGRATIONS
+from tests.helpers import ECHO_SUM, write_task
+
+OLD_FLAG = "processes: the candidate left processes running after it exited (killed)"
+
+
+def _old_feedback(speedup: float, flags: list[str]) -> str:
+    """A verdict as schema 3 wrote it: no ``suspect``, no ``claimed_speedup``."""
+    return json.dumps(
+        {
+            "schema_version": 3,
+            "task": "sum",
+            "compiled": True,
+            "correct": True,
+            "speedup": speedup,
+            "metric": "instructions",
+            "reference_cost": 100.0,
+            "candidate_cost": 100.0 / speedup,
+            "tests_passed": 2,
+            "tests_total": 2,
+            "flags": flags,
+            "isolation": "bwrap",
+        }
+    )
+
+
+def _old_store(path: Path, task: Path) -> None:
+    """A store as m001..m003 left it, with one finished run whose best carried a flag."""
+    connection = sqlite3.connect(path, isolation_level=None)
+    connection.execute("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at REAL)")
+    for name, script in MIGRATIONS:
+        if name == "m004_isolation":
+            break
+        for statement in script.split(";"):
+            if statement.strip():
+                connection.execute(statement)
+        connection.execute("INSERT INTO schema_migrations VALUES (?, ?)", (name, time.time()))
+    now = time.time()
+    config = {"method": "best-of-n", "metric": "instructions", "verify": False}
+    connection.execute(
+        "INSERT INTO runs (run_id, created_at, updated_at, task_spec, task_name, task_kind,"
+        " method, config_json, status, best_node_id, best_speedup, trace_json)"
+        " VALUES ('old1', ?, ?, ?, 'sum', 'cpp', 'best-of-n', ?, 'done', '1.0', 8.0, '[8.0]')",
+        (now, now, str(task), json.dumps(config)),
+    )
+    for index, (speedup, flags) in enumerate([(8.0, [OLD_FLAG]), (2.0, [])]):
+        source = ECHO_SUM + f"// attempt {index}\n"
+        digest = hashlib.sha256(source.encode()).hexdigest()
+        connection.execute(
+            "INSERT INTO candidates VALUES (?, ?, 'cpp', ?)", (digest, source, now + index)
+        )
+        connection.execute(
+            "INSERT INTO nodes (run_id, node_id, parent_id, depth, step, candidate_sha256,"
+            " observation_parts, prompt_call, completion, created_at)"
+            " VALUES ('old1', ?, '0', 1, 1, ?, '', NULL, '', ?)",
+            (f"1.{index}", digest, now + index),
+        )
+        connection.execute(
+            "INSERT INTO evaluations VALUES ('old1', ?, ?, ?, ?, 1.0, ?)",
+            (normalised_key(source), digest, speedup, _old_feedback(speedup, flags), now + index),
+        )
+    connection.close()
+
+
+def test_old_verdicts_load_and_are_judged_by_todays_table(tmp_path: Path) -> None:
+    task = write_task(tmp_path / "task")
+    _old_store(tmp_path / "old.db", task)
+    store = RunStore(tmp_path / "old.db")  # applies m004_isolation
+    record = store.get_run("old1")
+    assert record is not None and record.isolation == "" and record.unsafe_isolation is False
+    assert store.evaluation_rewards("old1") == [0.0, 2.0]
+    (voided,) = store.void_results("old1")
+    assert voided.node_id == "1.0" and voided.reason == OLD_FLAG
+    assert voided.claimed_speedup == 8.0
+    # The bench counts the honest 2x, not the 8x the old run stored as its best.
+    assert _result(store, record).speedup == 2.0
+    summary = summarize(store, "old1", tmp_path / "best.cpp")
+    assert summary.void[0]["reason"] == OLD_FLAG
+    html = run_report(store, "old1")
+    assert "Best program: node 1.1" in html and "Void results" in html

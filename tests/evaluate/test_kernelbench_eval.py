@@ -100,7 +100,7 @@ def test_maxcode_eval_json_has_the_contract_fields_and_the_compile_baseline() ->
 @pytest.mark.parametrize(
     ("fixture", "wrong_because", "flag"),
     [
-        ("cache_output.py", "seed 1", None),
+        ("cache_output.py", "seed 0", None),
         ("mutate_input.py", "input 0 was changed", "inputs: the candidate changed input 0"),
         ("input_view.py", "shares memory with an input", "aliasing:"),
         ("zeros.py", "values outside tolerance", None),
@@ -138,19 +138,23 @@ def test_a_cache_keyed_on_input_addresses_gains_nothing() -> None:
 def test_a_candidate_that_patches_the_harness_clock_is_caught_by_host_time() -> None:
     feedback = judge(CHEATS / "patch_harness_clock.py")
     assert any(flag.startswith("timing: in-process timings disagree") for flag in feedback.flags)
-    # Ten times the work: host time says it is slower than eager, whatever it claimed.
-    assert feedback.speedup < 0.8, feedback.timings
+    # A void finding: no reward, the verdict says why, the claim is kept for the record.
+    assert feedback.correct and feedback.speedup == 0.0
+    assert feedback.suspect is not None and feedback.suspect.startswith("timing:")
+    assert feedback.claimed_speedup is not None and feedback.claimed_speedup > 0
 
 
 def test_a_thread_started_during_timing_is_flagged() -> None:
     feedback = judge(CHEATS / "threads.py")
     assert any(flag.startswith("threads: the candidate started") for flag in feedback.flags)
+    assert feedback.speedup == 0.0 and feedback.suspect is not None
 
 
 def test_a_run_wrong_only_on_its_second_call_is_nondeterministic(tmp_path: Path) -> None:
+    # Three warm-up calls come first (CPU), then seed 0's two runs: calls 4 and 5.
     second_wrong = (
         "self.calls = getattr(self, 'calls', 0) + 1\n"
-        "        return torch.relu(x) + (1.0 if self.calls == 2 else 0.0)"
+        "        return torch.relu(x) + (1.0 if self.calls == 5 else 0.0)"
     )
     feedback = judge(model_new(second_wrong), write_problem(tmp_path, "return torch.relu(x)"))
     assert not feedback.correct
@@ -305,20 +309,22 @@ def test_on_a_cpu_the_speed_of_light_is_reported_not_enforced() -> None:
 
 
 def test_a_claim_past_the_memory_floor_is_flagged_and_capped_on_cuda() -> None:
-    from maxcode.evaluate.kernelbench import ROOFLINE_SLACK, KernelBenchSettings, _Judge
+    from maxcode.evaluate.integrity import Verdict
+    from maxcode.evaluate.kernelbench.roofline import ROOFLINE_SLACK, cap_at_light
     from maxcode.types import Roofline
 
-    task = load_task(str(PROBLEM))
-    verdict = _Judge(None, task, KernelBenchSettings(device="cuda"), "", [], "bwrap")
+    verdict = Verdict(task="problem", metric="wall", isolation="bwrap", digest="", tests_total=3)
     light = Roofline(
         flops=0, bytes=3_000_000, flop_rate=1e13, byte_rate=3e12, floor_s=1e-6,
         memory_floor_s=1e-6,
     )  # fmt: skip
     # Reference 30 us; a candidate claiming 0.5 us beats the 1 us floor by 2x.
-    speedup, capped = verdict._cap_at_light(60.0, 30e-6, light)
+    speedup, capped = cap_at_light(verdict, 60.0, 30e-6, light)
     assert speedup == pytest.approx(30e-6 / (1e-6 / ROOFLINE_SLACK))
     assert capped.capped and capped.fraction == pytest.approx(ROOFLINE_SLACK)
     assert len(verdict.flags) == 1 and "faster than the speed of light" in verdict.flags[0]
+    # A warning: the reward is capped, not voided.
+    assert verdict.flags[0].startswith("implausible:")
     # Within the slack: left alone.
-    speedup, kept = verdict._cap_at_light(30e-6 / 0.8e-6, 30e-6, light)
+    speedup, kept = cap_at_light(verdict, 30e-6 / 0.8e-6, 30e-6, light)
     assert speedup == pytest.approx(37.5) and not kept.capped and len(verdict.flags) == 1

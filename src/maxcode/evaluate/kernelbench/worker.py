@@ -1,16 +1,26 @@
 """The harness half that runs inside the sandbox for one KernelBench program (stdlib + torch).
 
-It is started as ``python3 -I -B kernelbench_worker.py SPEC.json`` in a sandboxed process of its
-own, once for the reference and once for the candidate, so the candidate can never patch the
-reference's code or the functions that judge it. It imports no maxcode module: it is copied
-next to the job's files and runs with the interpreter's own packages only.
+It is started as ``python3 -I -B worker.py SPEC.json`` in a sandboxed process of its own, once
+for the reference and once for the candidate, so the candidate can never patch the reference's
+code or the functions that judge it. It imports no maxcode module: it is copied next to the
+job's files and runs with the interpreter's own packages only.
 
-What it writes (into its working folder) is *evidence*, not a verdict: the outputs of every
-checked and timed call, the inputs after the call, and the in-process timings. The parent
-compares outputs against the reference's with its own torch, checks inputs, and cross-checks
-the timings against host time stamps it takes itself when this process writes a marker line
-on descriptor 3. A candidate that patches anything in this process (the clock, ``allclose``,
-this module) can at most lie about its own timings, which the host cross-check catches.
+What it produces is *evidence*, not a verdict. The spec file holds only what building the model
+needs (problem, candidate, the weights' seed, the warm-up inputs' seeds, drawn apart from every
+other seed): the seeds of the checked and timed inputs come from the parent over descriptor 3
+(a socket), just in time, after this process reports the model built and warmed up.
+
+The conversation on descriptor 3 (JSON lines; raw bytes follow a header that counts them):
+
+- ``ready`` (trials planned, output bytes): the model is built and warmed up. The parent answers
+  with the check seeds and the number of timed calls.
+- per chunk of timed calls: ``next`` (asks for the chunk's seeds; the parent answers with one
+  fresh seed per call), ``begin`` and ``end`` around the calls, then the parent answers with the
+  calls whose outputs it keeps (chosen after they ran) and ``outputs`` sends them.
+
+The parent stamps every message with its own clock. A candidate that patches anything in this
+process (the clock, this module, torch) can at most lie about its own timings and the outputs it
+reports; the host stamps, the outputs and the order of the conversation are checked there.
 
 Roles:
 
@@ -21,6 +31,7 @@ Roles:
   seed run twice (determinism); inputs after the call; timing over the same inputs.
 - ``build``: import the candidate only, which builds its extensions into the cache (apart
   from an evaluation, so that builds can overlap another candidate's timing on a GPU).
+- ``kernels``: one forward under Nsight Compute (on a warm-up input).
 - ``compile_check``: compile the candidate's ``load_inline`` sources without loading them.
 """
 
@@ -37,15 +48,12 @@ from typing import Any
 # Bound before any candidate code runs: later patches of the modules do not reach these.
 _perf_counter = time.perf_counter
 _write = os.write
-_MARKER_FD = 3
+_read = os.read
+_dumps = json.dumps
+_loads = json.loads
+_CHANNEL_FD = 3
 _MESSAGE_CHARS = 6000
-
-
-def _mark(label: str) -> None:
-    try:
-        _write(_MARKER_FD, (label + "\n").encode())
-    except OSError:
-        pass
+_LINE_BYTES = 1 << 20
 
 
 def _bounded(text: str, limit: int = _MESSAGE_CHARS) -> str:
@@ -71,6 +79,50 @@ class _Failure(Exception):
         self.stage = stage
         self.message = message
         self.detail = detail
+
+
+class _Channel:
+    """This process's end of descriptor 3: JSON lines to the parent and its answers."""
+
+    def __init__(self) -> None:
+        self.pending = b""
+
+    def send(self, message: dict[str, Any], payloads: tuple[Any, ...] | list[Any] = ()) -> None:
+        self._write_all((_dumps(message) + "\n").encode())
+        for payload in payloads:
+            self._write_all(payload)
+
+    def ask(self, message: dict[str, Any]) -> dict[str, Any]:
+        self.send(message)
+        return self.receive()
+
+    def receive(self) -> dict[str, Any]:
+        while b"\n" not in self.pending:
+            try:
+                chunk = _read(_CHANNEL_FD, 1 << 16)
+            except OSError as error:
+                raise self._broken(str(error)) from None
+            if not chunk or len(self.pending) > _LINE_BYTES:
+                raise self._broken("closed by the parent")
+            self.pending += chunk
+        line, _, self.pending = self.pending.partition(b"\n")
+        answer = _loads(line)
+        if not isinstance(answer, dict) or "refused" in answer:
+            raise self._broken(str(answer.get("refused") if isinstance(answer, dict) else line))
+        return answer
+
+    def _write_all(self, data: Any) -> None:
+        view = memoryview(data).cast("B")
+        while len(view):
+            try:
+                written = _write(_CHANNEL_FD, view)
+            except OSError as error:
+                raise self._broken(str(error)) from None
+            view = view[written:]
+
+    @staticmethod
+    def _broken(why: str) -> _Failure:
+        return _Failure("channel_error", f"the harness's channel (descriptor 3) failed: {why}")
 
 
 def _load_module(name: str, path: str, overrides: dict[str, int]) -> Any:
@@ -205,12 +257,21 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         return any(out.numel() and out.untyped_storage().data_ptr() in pointers for out in outputs)
 
     if spec["role"] == "kernels":
-        _forward_under_nvtx(torch, model, make_inputs(spec["pool_seeds"][0]), fresh, sync)
+        _forward_under_nvtx(torch, model, make_inputs(spec["warmup_seeds"][0]), fresh, sync)
         return
+    channel = _Channel()
+    timing = _Timing(
+        torch, spec, device, make_inputs, sync, lambda out: flat(out, "timed call"), channel
+    )
     saved: dict[str, list] = {"check": [], "again": [], "before": [], "after": []}
     aliased = []
     with torch.no_grad():
-        for number, seed in enumerate(spec["check_seeds"]):
+        # Warm-up on inputs of its own seeds; only then are the checked and timed inputs sent.
+        planned, output_bytes = timing.warm_up(model)
+        plan = channel.ask({"m": "ready", "trials": planned, "output_bytes": output_bytes})
+        check_seeds = [int(seed) for seed in plan["check"]]
+        trials = int(plan["trials"])
+        for number, seed in enumerate(check_seeds):
             inputs = make_inputs(seed)
             saved["before"].append(to_cpu([v for v in inputs if isinstance(v, torch.Tensor)]))
             given = fresh(inputs)
@@ -223,36 +284,34 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
             second = flat(model(*fresh(inputs)), f"seed {number}, second run")
             sync()
             saved["again"].append(to_cpu(second))
+        del inputs, given, first, second
         result["aliased"] = aliased
         result["threads_before"] = _threads()
         result["torch_threads_before"] = torch.get_num_threads()
         times: dict[str, list[float]] = {}
-        timing = _Timing(
-            torch, spec, device, make_inputs, sync, lambda out: flat(out, "timed call")
-        )
         label = "eager" if spec["role"] == "reference" else "candidate"
-        kept: dict[int, list[Any]] = {}
-        times[label] = timing.run(model, "K", kept)
+        times[label] = timing.run(model, "K", trials)
         result["threads_after"] = _threads()
         result["torch_threads_after"] = torch.get_num_threads()
-        result["kept_positions"] = sorted(kept)
-        saved["timed"] = [kept[position] for position in sorted(kept)]
         if spec.get("profile"):
-            seeds = spec["pool_seeds"]
+            seeds = spec["warmup_seeds"]
             started = _perf_counter()
             result["profile"] = _profile(torch, model, [make_inputs(seed) for seed in seeds], sync)
             result["profile_seconds"] = _perf_counter() - started
         if spec["role"] == "reference":
             # The harness's own cost per call (input generation, copies): the same loop
             # around an identity model.
-            times["overhead"] = timing.run(lambda *xs: xs[0], "O", {}, len(times[label]))
+            identity = lambda *xs: xs[0]  # noqa: E731
+            timing.warm_up(identity)
+            times["overhead"] = timing.run(identity, "O", trials)
             if spec.get("compile_baseline"):
                 compiled = torch.compile(model)
-                times["compile"] = timing.run(compiled, "C", None, len(times[label]))
+                timing.warm_up(compiled)
+                times["compile"] = timing.run(compiled, "C", trials)
             if spec.get("roofline", True):  # the parent keeps a measurement per task
                 try:
                     result["roofline"] = _roofline(
-                        torch, model, make_inputs(spec["pool_seeds"][0]), device, sync
+                        torch, model, make_inputs(spec["warmup_seeds"][0]), device, sync
                     )
                 except Exception as error:  # informational: never costs the task its reference
                     message = f"{type(error).__name__}: {error}"
@@ -505,13 +564,15 @@ def _as_list(sources: Any) -> list[str]:
 
 
 class _Timing:
-    """Timed calls of one callable: every call gets inputs of its own (a fresh seed each),
-    generated outside the timed window, so no cache of earlier answers can serve it; the
-    outputs of the calls are kept for the parent to check against the reference's.
+    """Timed calls of one callable: every call gets inputs of its own, from a seed the parent
+    sends just before the chunk of calls it belongs to, generated outside the timed window, so
+    no cache of earlier answers can serve it. After a chunk, the parent names the calls whose
+    outputs it keeps (all of them when they fit) and this process sends those outputs.
 
-    Warm-up first (also sizes the trial count to the time budget, and to the memory that
-    keeping every output takes). On CUDA, the L2 cache is flushed before each call and the
-    call is timed with events around it and a device-wide sync before the end event.
+    Warm-up first, on inputs of the warm-up seeds (also sizes the trial count to the time
+    budget, and to the memory that keeping every output takes). On CUDA, the L2 cache is
+    flushed before each call and the call is timed with events around it and a device-wide
+    sync before the end event.
     """
 
     def __init__(
@@ -522,105 +583,81 @@ class _Timing:
         make_inputs: Callable[[int], list[Any]],
         sync: Callable[[], None],
         keep: Callable[[Any], list[Any]],
+        channel: _Channel,
     ) -> None:
         self.torch, self.spec, self.device = torch, spec, device
         self.make_inputs, self.sync, self.keep = make_inputs, sync, keep
+        self.channel = channel
         self.cuda = device.type == "cuda"
-        self.template: list[tuple[tuple[int, ...], Any]] = []
         self.last: Any = None
 
-    def _trials(self, model: Callable[..., Any]) -> tuple[int, set[int] | None]:
-        """Trials to run and the positions whose outputs are kept (None: all of them)."""
+    def warm_up(self, model: Callable[..., Any]) -> tuple[int, int]:
+        """Warm-up calls; returns the trials that fit the budget and one call's output bytes."""
         spec = self.spec
         estimate, output_bytes = 0.0, 0
+        seeds = spec["warmup_seeds"]
         for number in range(spec["warmup"]):
-            given = self.make_inputs(spec["pool_seeds"][number % len(spec["pool_seeds"])])
+            given = self.make_inputs(seeds[number % len(seeds)])
             self.sync()
             start = _perf_counter()
             output = model(*given)
             self.sync()
             estimate = _perf_counter() - start
             values = output if isinstance(output, (tuple, list)) else [output]
-            self.template = [
-                (tuple(value.shape), value.dtype)
-                for value in values
-                if isinstance(value, self.torch.Tensor)
-            ]
             output_bytes = sum(
                 value.numel() * value.element_size()
                 for value in values
                 if isinstance(value, self.torch.Tensor)
             )
-        if spec.get("trials"):
-            trials = int(spec["trials"])
-        else:
-            trials = spec["min_trials"]
-            if estimate > 0:
-                fitting = int(spec["budget_s"] / estimate)
-                trials = max(spec["min_trials"], min(spec["max_trials"], fitting))
-            if output_bytes:
-                trials = max(1, min(trials, max(spec["keep_bytes"] // output_bytes, 1)))
-                trials = max(trials, min(spec["min_trials"], spec["max_trials"]))
-        if "keep_positions" in spec:
-            given = spec["keep_positions"]
-            return trials, None if given is None else {p for p in given if p < trials}
-        if output_bytes * trials <= spec["keep_bytes"]:
-            return trials, None
-        # Too many outputs to keep them all: a random sample, drawn here after warm-up.
-        draw = int.from_bytes(os.urandom(8), "little")
-        positions: set[int] = set()
-        while len(positions) < min(trials, spec["sample_outputs"]):
-            draw = (draw * 6364136223846793005 + 1442695040888963407) % (1 << 64)
-            positions.add(draw % trials)
-        return trials, positions
+        trials = spec["min_trials"]
+        if estimate > 0:
+            fitting = int(spec["budget_s"] / estimate)
+            trials = max(spec["min_trials"], min(spec["max_trials"], fitting))
+        if output_bytes:
+            trials = max(1, min(trials, max(spec["keep_bytes"] // output_bytes, 1)))
+            trials = max(trials, min(spec["min_trials"], spec["max_trials"]))
+        return trials, output_bytes
 
-    def _store(self, output: Any, slot: list[Any]) -> list[Any]:
-        """The call's outputs copied into their slot (checked like any output: a changed type,
-        shape or dtype is reported as it is)."""
-        values = self.keep(output)
-        if [(tuple(v.shape), v.dtype) for v in values] != [(tuple(s.shape), s.dtype) for s in slot]:
-            return [value.detach().to("cpu").clone() for value in values]
-        for target, value in zip(slot, values):
-            target.copy_(value)
-        return slot
-
-    def run(
-        self,
-        model: Callable[..., Any],
-        marker: str,
-        kept: dict[int, list[Any]] | None,
-        trials: int | None = None,
-    ) -> list[float]:
+    def run(self, model: Callable[..., Any], phase: str, trials: int) -> list[float]:
         torch = self.torch
-        planned, positions = self._trials(model)
-        trials = trials or planned
-        self.trials, self.positions = trials, positions
         flush = torch.empty(64 << 20, dtype=torch.int32, device=self.device) if self.cuda else None
-        base = self.spec["timing_seed"]
-        samples = []
-        # Room for the kept outputs, made and touched before the first call: copies made
-        # during the loop would interleave long-lived blocks with the calls' temporaries, and
-        # the calls would fault in fresh pages (eager PyTorch, with more temporaries, the most).
-        slots: dict[int, list[Any]] = {}
-        if kept is not None:
-            wanted = range(trials) if positions is None else sorted(positions)
-            slots = {
-                number: [torch.zeros(shape, dtype=dtype) for shape, dtype in self.template]
-                for number in wanted
-            }
-        chunk = int(self.spec["chunk"])
-        for first in range(0, trials, chunk):
-            # Inputs for a few calls are made before the chunk's begin marker, so the host
-            # time between the markers is the calls' (and the copies of kept outputs).
-            batch = [self.make_inputs(base + n) for n in range(first, min(first + chunk, trials))]
-            _mark(f"{marker}b{first // chunk}")
-            for number, given in enumerate(batch, start=first):
+        samples: list[float] = []
+        chunk_size = int(self.spec["chunk"])
+        for chunk, first in enumerate(range(0, trials, chunk_size)):
+            calls = min(chunk_size, trials - first)
+            where = {"phase": phase, "chunk": chunk}
+            answer = self.channel.ask({"m": "next", **where, "calls": calls})
+            seeds = [int(seed) for seed in answer["seeds"]]
+            # The chunk's inputs are made before its begin marker, so the host time between
+            # the markers is the calls'.
+            batch = [self.make_inputs(seed) for seed in seeds]
+            outputs = []
+            self.channel.send({"m": "begin", **where})
+            for given in batch:
                 samples.append(self._call(model, given, flush))
-                if number in slots:
-                    kept[number] = self._store(self.last, slots[number])  # type: ignore[index]
+                outputs.append(self.last)
                 self.last = None
-            _mark(f"{marker}e{first // chunk}")
+            self.channel.send({"m": "end", **where})
             del batch
+            wanted = self.channel.receive()["keep"]
+            items, payloads = [], []
+            for position in wanted:
+                values = self.keep(outputs[int(position)])
+                described = []
+                for value in values:
+                    host = value.detach().to("cpu").contiguous()
+                    raw = host.reshape(-1).view(torch.uint8).numpy() if host.numel() else b""
+                    described.append(
+                        {
+                            "dtype": str(host.dtype).removeprefix("torch."),
+                            "shape": list(host.shape),
+                            "nbytes": len(memoryview(raw).cast("B")) if host.numel() else 0,
+                        }
+                    )
+                    payloads.append(raw)
+                items.append({"position": first + int(position), "tensors": described})
+            self.channel.send({"m": "outputs", **where, "items": items}, payloads)
+            del outputs, payloads
         return samples
 
     def _call(self, model: Callable[..., Any], given: list[Any], flush: Any) -> float:

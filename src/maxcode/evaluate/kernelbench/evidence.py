@@ -1,0 +1,182 @@
+"""What a worker hands the parent, as typed records: its report (``result.json``), its checked
+tensors (``tensors.pt``) and the messages of the conversation on descriptor 3.
+
+Everything here comes from a process that ran the candidate's code, so nothing is trusted: a
+record that does not validate is an ``evidence`` finding (the measurement is void), never a
+crash of the parent.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+
+from maxcode.evaluate.kernelbench.settings import CHECK_SEEDS, MAX_TRIALS
+
+Stage = Literal[
+    "ok",
+    "compile_error",
+    "load_error",
+    "init_error",
+    "runtime_error",
+    "channel_error",
+]
+
+
+class _Evidence(BaseModel):
+    model_config = ConfigDict(use_attribute_docstrings=True, extra="forbid")
+
+
+class WorkerReport(_Evidence):
+    """The worker's report of one run (``result.json``)."""
+
+    stage: Stage
+    """How far the run got: ok, or the stage that failed."""
+    role: str
+    """reference, candidate, build, kernels or compile_check."""
+    message: str = ""
+    """The failure, one line (when the stage is not ok)."""
+    detail: str = ""
+    """The failure's traceback or compiler output, bounded."""
+    aliased: list[int] = []
+    """Check seeds whose output shared memory with an input."""
+    threads_before: int | None = None
+    """Threads of the process before the timed calls."""
+    threads_after: int | None = None
+    """Threads of the process after the timed calls."""
+    torch_threads_before: int | None = None
+    """torch's intra-op thread count before the timed calls."""
+    torch_threads_after: int | None = None
+    """torch's intra-op thread count after the timed calls."""
+    times: dict[str, list[float]] = {}
+    """In-process seconds of every timed call, per phase (eager, candidate, overhead, compile)."""
+    profile: dict[str, Any] | None = None
+    """One forward under ``torch.profiler`` (validated where it is used)."""
+    profile_seconds: float | None = None
+    """Seconds the profile took."""
+    roofline: dict[str, Any] | None = None
+    """The reference's work and this device's rates (validated where it is used)."""
+    roofline_error: str | None = None
+    """Why the roofline could not be measured."""
+    checked: list[str] = []
+    """Extensions compiled by a compile check."""
+
+    @field_validator("times")
+    @classmethod
+    def _finite(cls, times: dict[str, list[float]]) -> dict[str, list[float]]:
+        for samples in times.values():
+            if any(not math.isfinite(value) or value < 0 for value in samples):
+                raise ValueError("a timing is negative or not finite")
+        return times
+
+
+def read_report(path: Path) -> WorkerReport | str | None:
+    """The report, the reason it is malformed, or None when the worker left none."""
+    if not path.is_file():
+        return None
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        return WorkerReport.model_validate(raw)
+    except (json.JSONDecodeError, ValidationError) as error:
+        return f"the worker's report is malformed ({_first_line(error)})"
+
+
+def read_tensors(path: Path) -> dict[str, list[list[Any]]] | str:
+    """The checked calls' tensors (``check``, ``again``, ``before``, ``after``: one list of
+    tensors per check seed), or why they are missing or malformed."""
+    if not path.is_file():
+        return "the worker left no outputs"
+    import torch
+
+    try:
+        # weights_only: plain tensors and containers only, whatever the file claims to hold.
+        loaded = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:
+        return f"unreadable outputs ({_first_line(error)})"
+    if not isinstance(loaded, dict):
+        return "the outputs file holds no record"
+    tensors: dict[str, list[list[Any]]] = {}
+    for key in ("check", "again", "before", "after"):
+        per_seed = loaded.get(key)
+        if (
+            not isinstance(per_seed, list)
+            or len(per_seed) != CHECK_SEEDS
+            or not all(isinstance(values, list) for values in per_seed)
+        ):
+            return f"the outputs file has no {key!r} outputs for every check seed"
+        tensors[key] = per_seed
+    return tensors
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).splitlines() or [type(error).__name__])[0][:200]
+
+
+# The conversation on descriptor 3, worker to parent.
+
+
+class Ready(_Evidence):
+    """The model is built and warmed up."""
+
+    m: Literal["ready"]
+    trials: int = Field(ge=1, le=MAX_TRIALS)
+    """Timed calls that fit the budget (the reference's plan decides the candidate's)."""
+    output_bytes: int = Field(ge=0)
+    """Bytes of one call's outputs."""
+
+
+class Next(_Evidence):
+    """Asks for the seeds of a chunk's calls."""
+
+    m: Literal["next"]
+    phase: str
+    chunk: int = Field(ge=0)
+    calls: int = Field(ge=1)
+
+
+class Marker(_Evidence):
+    """Around a chunk's calls: ``begin`` before the first, ``end`` after the last."""
+
+    m: Literal["begin", "end"]
+    phase: str
+    chunk: int = Field(ge=0)
+
+
+class TensorHeader(_Evidence):
+    """One output tensor whose raw bytes follow the message."""
+
+    dtype: str
+    shape: list[Annotated[int, Field(ge=0)]]
+    nbytes: int = Field(ge=0)
+
+
+class OutputItem(_Evidence):
+    """The outputs of one timed call the parent asked for."""
+
+    position: int = Field(ge=0)
+    tensors: list[TensorHeader]
+
+
+class Outputs(_Evidence):
+    """The outputs the parent asked for after a chunk; their bytes follow in order."""
+
+    m: Literal["outputs"]
+    phase: str
+    chunk: int = Field(ge=0)
+    items: list[OutputItem]
+
+
+Message = Annotated[Ready | Next | Marker | Outputs, Field(discriminator="m")]
+MESSAGE: TypeAdapter[Ready | Next | Marker | Outputs] = TypeAdapter(Message)
+
+
+def parse_message(line: bytes) -> Ready | Next | Marker | Outputs:
+    """One message (raises ValueError when it is not one the conversation knows)."""
+    try:
+        return MESSAGE.validate_json(line)
+    except ValidationError as error:
+        raise ValueError(f"a malformed message ({_first_line(error)})") from None

@@ -1,0 +1,297 @@
+"""Sandboxed worker runs: the job folder, the secret seeds, one run of ``worker.py`` per role
+with its conversation on descriptor 3, and what the run left (``Side``)."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import hashlib
+import importlib.resources
+import importlib.util
+import json
+import os
+import re
+import secrets
+import shutil
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from maxcode.config import cache_dir
+from maxcode.errors import TaskError
+from maxcode.evaluate.kernelbench.channel import Conversation, TimedPlan
+from maxcode.evaluate.kernelbench.evidence import WorkerReport, read_report, read_tensors
+from maxcode.evaluate.kernelbench.settings import CHECK_SEEDS, WARMUP_SEEDS, KernelBenchSettings
+from maxcode.evaluate.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
+from maxcode.tasks.model import Task
+
+_RESULT_BYTES = 4 << 30
+_COLLECTED_CHARS = 1 << 20
+
+
+@dataclass(frozen=True)
+class Seeds:
+    """Secret seeds of one evaluation, each drawn on its own: the weights (in the spec: weights
+    are not inputs), the warm-up inputs (in the spec), the checks (sent after warm-up). The
+    timed calls' seeds are drawn per call by ``TimedPlan`` and sent per chunk."""
+
+    init: int
+    warmup: list[int]
+    check: list[int]
+
+    @classmethod
+    def fresh(cls) -> Seeds:
+        draw = secrets.SystemRandom()
+        return cls(
+            init=draw.randrange(2**31),
+            warmup=[draw.randrange(2**63) for _ in range(WARMUP_SEEDS)],
+            check=[draw.randrange(2**63) for _ in range(CHECK_SEEDS)],
+        )
+
+
+@dataclass(frozen=True)
+class Job:
+    """The read-only folder a worker reads: the problem, the candidate, the worker itself."""
+
+    folder: Path
+    seeds: Seeds
+
+    @classmethod
+    def write(cls, task: Task, candidate: str) -> Job:
+        folder = make_scratch("maxcode-kb-job-")
+        os.chmod(folder, 0o755)
+        write_readable(folder / "problem.py", task.reference)
+        write_readable(folder / "candidate.py", candidate)
+        worker = importlib.resources.files("maxcode.evaluate.kernelbench").joinpath("worker.py")
+        write_readable(folder / "worker.py", worker.read_text(encoding="utf-8"))
+        return cls(folder, Seeds.fresh())
+
+    def spec(self, task: Task, settings: KernelBenchSettings) -> dict[str, Any]:
+        """What every run of this job reads: no seed of a checked or timed input."""
+        return {
+            "problem": str(self.folder / "problem.py"),
+            "candidate": str(self.folder / "candidate.py"),
+            "overrides": dict(task.extra.get("overrides") or {}),  # type: ignore[call-overload]
+            "device": settings.device,
+            "init_seed": self.seeds.init,
+            "warmup_seeds": self.seeds.warmup,
+            **settings.worker_timing(),
+            "profile": settings.profile,
+        }
+
+    def remove(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@dataclass
+class Side:
+    """What one worker run left: its report, its checked tensors, its sandbox result, its
+    conversation (host stamps, timed outputs)."""
+
+    report: WorkerReport | None
+    """None when the worker left no report, or a malformed one (``problem`` says which)."""
+    tensors: dict[str, list[list[Any]]] | None
+    sandbox: SandboxResult
+    conversation: Conversation | None
+    problem: str | None = None
+    """Why the report or the tensors are missing or malformed (an ``evidence`` finding)."""
+    collected: str = ""
+    """The text of a file the run was asked to leave (ncu's log), bounded."""
+
+    @property
+    def ok(self) -> bool:
+        return self.report is not None and self.report.stage == "ok" and self.tensors is not None
+
+
+@functools.cache
+def python_paths() -> list[Path]:
+    """What the worker's interpreter needs to see: its installation and torch's packages."""
+    paths = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}
+    for module in ("torch", "ninja"):
+        spec = importlib.util.find_spec(module)
+        if spec is not None and spec.origin:
+            paths.add(Path(spec.origin).resolve().parent.parent)
+    kept: list[Path] = []
+    for path in sorted(paths, key=lambda item: len(item.parts)):
+        if not any(path.is_relative_to(parent) for parent in kept):
+            kept.append(path)
+    return kept
+
+
+def write_readable(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8")
+    os.chmod(path, 0o644)
+
+
+def cache_folder(kind: str, source: str) -> Path:
+    """A build folder per source (extensions, inductor's cache); only runs of that source
+    see it, so one candidate cannot plant a build another will load."""
+    key = hashlib.sha256(source.encode()).hexdigest()[:20]
+    folder = cache_dir("kernelbench") / f"{kind}-{key}"
+    folder.mkdir(parents=True, exist_ok=True)
+    # Each sandboxed run has a uid of its own; all runs of this source share the folder.
+    os.chmod(folder, 0o777)
+    return folder
+
+
+@dataclass
+class WorkerRunner:
+    sandbox: Sandbox
+    task: Task
+    settings: KernelBenchSettings
+    job: Path
+    python_paths: list[Path]
+    cpu: int | None
+
+    def run(
+        self,
+        role: str,
+        spec: dict[str, Any],
+        cache: Path,
+        *,
+        conversation: Conversation | None = None,
+        prefix: tuple[str, ...] = (),
+        readonly: tuple[Path, ...] = (),
+        collect: str | None = None,
+    ) -> Side:
+        """One sandboxed worker run; ``conversation`` serves its descriptor 3, ``prefix`` goes
+        before the interpreter (a profiler), ``readonly`` adds folders it must see,
+        ``collect`` names a file it leaves behind."""
+        spec_path = self.job / f"{role}.json"
+        write_readable(spec_path, json.dumps({**spec, "role": role}))
+        workdir = make_scratch(f"maxcode-kb-{role}-")
+        try:
+            cuda = self.settings.device == "cuda"
+            limits = Limits(
+                wall_s=self.task.timeout_s,
+                memory_bytes=None if cuda else self.task.memory_mb << 20,
+                file_size_bytes=_RESULT_BYTES,
+                processes=256,
+            )
+            argv = [*prefix, sys.executable, "-I", "-B", str(self.job / "worker.py")]
+            argv.append(str(spec_path))
+            aux = None if conversation is None else conversation.worker_fd
+            try:
+                with _sole_user(cache):
+                    results = self.sandbox.run_batch(
+                        argv,
+                        [Run(workdir=workdir, aux_fd=aux)],
+                        readonly=[self.job, *self.python_paths, *readonly],
+                        writable=[cache],
+                        limits=limits,
+                        cpu=self.cpu,
+                        env=_environment(cache, workdir),
+                        devices=_gpu_devices() if cuda else (),
+                    )
+            finally:
+                if conversation is not None:
+                    conversation.close()
+            side = _read_side(workdir, results[0], conversation)
+            if collect is not None and (workdir / collect).is_file():
+                with open(workdir / collect, encoding="utf-8", errors="replace") as handle:
+                    side.collected = handle.read(_COLLECTED_CHARS)
+            return side
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _environment(cache: Path, workdir: Path) -> dict[str, str]:
+    environment = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/local/cuda/bin:/usr/local/bin:/usr/bin:/bin",
+        "TORCH_EXTENSIONS_DIR": str(cache / "extensions"),
+        "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+        "TRITON_CACHE_DIR": str(cache / "triton"),
+        # The run's uid has no passwd entry: getpass and Path.home would fail on it
+        # (torch.compile asks for the user's name when it is imported).
+        "USER": "maxcode",
+        "LOGNAME": "maxcode",
+        "HOME": str(workdir),
+        "TMPDIR": str(workdir),
+        "CXX": "g++",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        # glibc would hand large freed blocks back to the system and fault them in
+        # again on the next call: every timed call would pay for page faults in
+        # proportion to its temporaries, and eager PyTorch makes many. Keep them.
+        "MALLOC_MMAP_THRESHOLD_": str(32 << 20),
+        "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
+        "MAX_JOBS": "2",
+    }
+    for passed in ("CUDA_VISIBLE_DEVICES", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST"):
+        if passed in os.environ:
+            environment[passed] = os.environ[passed]
+    return environment
+
+
+def _read_side(workdir: Path, result: SandboxResult, conversation: Conversation | None) -> Side:
+    report = read_report(workdir / "result.json")
+    if isinstance(report, str):
+        return Side(None, None, result, conversation, problem=report)
+    if report is None or report.stage != "ok" or report.role not in ("reference", "candidate"):
+        return Side(report, None, result, conversation)
+    tensors = read_tensors(workdir / "tensors.pt")
+    if isinstance(tensors, str):
+        return Side(report, None, result, conversation, problem=tensors)
+    return Side(report, tensors, result, conversation)
+
+
+@contextlib.contextmanager
+def _sole_user(cache: Path) -> Iterator[None]:
+    """Hold a build folder alone for one worker run. torch's extension builds take a ``lock``
+    file that a killed build leaves behind, and every later build of that source would wait for
+    it forever; while we hold the folder, any such file is stale and can go."""
+    with open(cache.with_name(cache.name + ".lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            for stale in cache.glob("extensions/*/lock"):
+                stale.unlink(missing_ok=True)
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _gpu_devices() -> list[str]:
+    found = [str(path) for path in Path("/dev").glob("nvidia*")]
+    return [*found, "/dev/dri"] if found else []
+
+
+def check_reference(task: Task, side: Side) -> None:
+    """A reference that does not run (or whose run broke the protocol) is the task's error."""
+    report, result = side.report, side.sandbox
+    conversation = side.conversation
+    problem = side.problem or (conversation.problem if conversation is not None else None)
+    if side.ok and problem is None and conversation is not None and conversation.complete("K"):
+        return
+    if report is not None and report.stage != "ok":
+        why = (report.message or "failed").splitlines()[0]
+        where = _failing_frame(report.detail)
+        if where:
+            why = f"{why} ({where})"
+    elif problem is not None:
+        why = problem
+    elif result.limit_hit and result.wall_s > 0:
+        why = f"{result.limit_hit} limit hit"
+    else:
+        why = last_line(result.stderr) or f"exit code {result.exit_code}"
+    raise TaskError(f"{task.origin}: the reference does not run: {why}")
+
+
+def _failing_frame(detail: str) -> str:
+    """``file:line`` of the innermost frame of a worker's traceback ('' when there is none):
+    a reference that fails inside a library needs the place named, not just the error."""
+    frames = re.findall(r'File "([^"]+)", line (\d+)', detail)
+    if not frames:
+        return ""
+    path, line = frames[-1]
+    return f"at {Path(path).name}:{line}" if "maxcode-kb-job" in path else f"at {path}:{line}"
+
+
+def last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1].strip()[:300] if lines else ""
+
+
+__all__ = ["Job", "Seeds", "Side", "TimedPlan", "WorkerRunner", "cache_folder", "python_paths"]

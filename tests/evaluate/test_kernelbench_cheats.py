@@ -1,0 +1,93 @@
+"""Cheats on what the KernelBench candidate can learn or break inside its own process: the
+seeds of the checked and timed inputs (spec file, /proc, the harness's objects, the harness's
+own calls to torch) and the parent's host time stamps (descriptor 3 closed, broken, forged).
+
+Each earns no clean reward, at every isolation level the tool accepts: it is wrong (the answers
+it prepared are for inputs it never gets), or it is correct with a void finding (reward 0,
+``suspect`` set). The tests assert verdicts and findings, never timings.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from maxcode.errors import MaxcodeError
+from maxcode.evaluate import Sandbox, evaluate_task
+from maxcode.tasks import load_task
+from maxcode.types import Feedback
+from tests.helpers import REPO
+
+pytest.importorskip("torch")
+
+CHEATS = REPO / "tests" / "fixtures" / "kernelbench" / "cheats"
+PROBLEM = REPO / "examples" / "kernelbench" / "1_ScaledGELU.py"
+LEVELS = ["bwrap", "unshare"]
+
+
+def judge(fixture: str, isolation: str) -> Feedback:
+    try:
+        sandbox = Sandbox(isolation)  # type: ignore[arg-type]
+        task = load_task(str(PROBLEM), scale=1 / 16)
+        return evaluate_task(task, (CHEATS / fixture).read_text(), repeats=24, sandbox=sandbox)
+    except MaxcodeError as error:  # a level this machine cannot offer
+        pytest.skip(f"{isolation}: {error}")
+
+
+def assert_no_clean_reward(feedback: Feedback) -> None:
+    assert feedback.speedup == 0.0, (feedback.flags, feedback.timings)
+    assert not feedback.correct or feedback.suspect is not None
+
+
+@pytest.mark.parametrize("isolation", LEVELS)
+@pytest.mark.parametrize("fixture", ["spec_seeds.py", "proc_seeds.py", "harness_memory.py"])
+def test_no_seed_is_there_to_find_before_the_model_is_built(fixture: str, isolation: str) -> None:
+    """The answers prepared in the constructor are for warm-up inputs at best: the checked
+    inputs' seeds arrive after warm-up, so the first check is wrong."""
+    feedback = judge(fixture, isolation)
+    assert_no_clean_reward(feedback)
+    assert not feedback.correct and feedback.error is not None
+    assert feedback.error.kind == "wrong_answer" and "seed 0" in feedback.error.message
+
+
+@pytest.mark.parametrize("isolation", LEVELS)
+def test_answers_made_while_the_harness_makes_inputs_are_seen_by_host_time(
+    isolation: str,
+) -> None:
+    """Hooking the harness's ``torch.manual_seed`` moves the work before the timed call; the
+    parent's stamps from a chunk's seeds to its outputs still contain it."""
+    feedback = judge("hook_inputs.py", isolation)
+    assert feedback.correct, feedback.error
+    assert_no_clean_reward(feedback)
+    assert feedback.suspect is not None and feedback.suspect.startswith("timing:")
+
+
+@pytest.mark.parametrize("isolation", LEVELS)
+@pytest.mark.parametrize("fixture", ["close_channel.py", "break_channel.py", "fake_markers.py"])
+def test_no_host_evidence_no_reward(fixture: str, isolation: str) -> None:
+    """Descriptor 3 closed, pointed elsewhere or written to by the candidate: the conversation
+    with the parent breaks, and a run without host evidence earns nothing."""
+    feedback = judge(fixture, isolation)
+    assert_no_clean_reward(feedback)
+    assert any(flag.startswith(("evidence:", "timing:")) for flag in feedback.flags), (
+        feedback.flags,
+        feedback.error,
+    )
+
+
+def test_the_spec_file_holds_no_seed_of_a_checked_or_timed_input(tmp_path: Path) -> None:
+    """What a worker can read before its model is built: problem, candidate, the weights' seed
+    and the warm-up seeds, each drawn on its own."""
+    from maxcode.evaluate.kernelbench.runner import Job
+    from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
+
+    task = load_task(str(PROBLEM))
+    job = Job.write(task, "class ModelNew: pass\n")
+    try:
+        spec = job.spec(task, KernelBenchSettings())
+        seeds = {key for key in spec if "seed" in key}
+        assert seeds == {"init_seed", "warmup_seeds"}
+        assert not set(job.seeds.check) & {spec["init_seed"], *spec["warmup_seeds"]}
+    finally:
+        job.remove()

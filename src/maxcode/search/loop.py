@@ -303,6 +303,7 @@ class Search:
             trajectory_tokens=self.config.trajectory_tokens,
             parts=self.config.observation_parts(),
             device=self.config.device,
+            step=step,
         )
         system, user = build_policy_prompt(history)
         options: dict[str, object] = {}

@@ -1,13 +1,19 @@
 """Observations: what the policy is shown, built from the history by composable parts.
 
-Every prompt shows the program to improve (the node being expanded) and the instruction that
-fits its status. The parts add to it:
+Every prompt shows the program to improve (the node being expanded), the instruction that
+fits its status, and what the harness found for it (compile output, the failing test, timings,
+profile): the observation is built from execution feedback under every combination of parts.
+The parts add to it:
 
-- ``feedback``: what the harness found for the program to improve;
-- ``trajectory``: the earlier attempts with their feedback, oldest first, trimmed to a token
-  budget (the oldest go first; the best is never dropped);
+- ``feedback``: the harness's verdict on the program to improve (always shown; the name is
+  kept so that configurations naming it stay valid);
+- ``trajectory``: the history of the branch being refined (the ancestors of the program to
+  improve, their siblings and its own earlier refinements) with their feedback, oldest first,
+  trimmed to a token budget (the oldest go first; the program to improve and the best are
+  never dropped);
 - ``critique``: the critic's diagnosis next to every attempt shown;
-- ``best``: the best program so far with its measured speedup and feedback.
+- ``best``: the best program so far with its measured speedup, its feedback and how many steps
+  ago it was found.
 """
 
 from __future__ import annotations
@@ -44,6 +50,9 @@ class History:
     """The parts in use (some parts change how others render)."""
     device: str = "cpu"
     """Where candidates run (KernelBench prompts ask for CPU or CUDA kernels)."""
+    step: int = 0
+    """The step the prompt is for (1-based; 0 when unknown): the ``best`` part says how many
+    steps ago the best was found."""
 
 
 class ObservationPart(Protocol):
@@ -200,7 +209,8 @@ def _node_view(node: Node, with_feedback: bool, with_critique: bool) -> dict[str
 
 
 class FeedbackPart:
-    """The last result: the harness's verdict on the program to improve."""
+    """The last result: the harness's verdict on the program to improve (always shown; see the
+    module's docstring)."""
 
     name = "feedback"
 
@@ -228,11 +238,42 @@ class BestPart:
             return {}
         view = _node_view(best, True, "critique" in history.parts)
         view["is_parent"] = best is history.parent
+        view["found"] = found_when(best, history.step)
         return {"best": view}
 
 
+def found_when(node: Node, step: int) -> str:
+    """When a node was found, as the ``best`` part says it: ``at step 2, 1 step ago``."""
+    if step <= 0 or node.step <= 0:
+        return f"at step {node.step}"
+    ago = max(step - node.step, 0)
+    return f"at step {node.step}, {ago} step{'' if ago == 1 else 's'} ago"
+
+
+def branch(parent: Node, best: Node, attempts: list[Node]) -> list[Node]:
+    """The history of the branch being refined, in creation order: the ancestors of
+    ``parent`` with their siblings, ``parent`` and its own earlier refinements, and ``best``
+    (wherever it is). Proposals the value function kept from evaluation are left out."""
+    path: list[Node] = []
+    node: Node | None = parent
+    while node is not None:
+        path.append(node)
+        node = node.parent
+    members = {id(child) for ancestor in path for child in ancestor.children}
+    members.update(id(ancestor) for ancestor in path)
+    members.add(id(best))
+    return [
+        node
+        for node in attempts
+        if not node.is_root
+        and id(node) in members
+        and (node.selected or node is parent or node is best)
+    ]
+
+
 class TrajectoryPart:
-    """Earlier attempts with their feedback, oldest first, within a token budget."""
+    """The branch's earlier attempts with their feedback, oldest first, within a token
+    budget."""
 
     name = "trajectory"
 
@@ -242,9 +283,7 @@ class TrajectoryPart:
         if "best" in history.parts:
             shown_elsewhere.add(id(history.best))
         entries = []
-        for node in history.attempts:
-            if node.is_root:
-                continue
+        for node in branch(history.parent, history.best, history.attempts):
             view = _node_view(node, True, with_critique)
             view["summary"] = attempt_summary(node)
             if id(node) in shown_elsewhere or node.duplicate_of:
@@ -254,7 +293,9 @@ class TrajectoryPart:
                 if id(node) in shown_elsewhere:
                     view["summary"] += " (shown in full below)" if node is history.parent else ""
             entries.append((node, view))
-        kept, dropped = _trim(entries, history.best, history.trajectory_tokens)
+        kept, dropped = _trim(
+            entries, {id(history.best), id(history.parent)}, history.trajectory_tokens
+        )
         return {"trajectory": kept, "trajectory_dropped": dropped}
 
 
@@ -272,16 +313,17 @@ def attempt_summary(node: Node) -> str:
 
 
 def _trim(
-    entries: list[tuple[Node, dict[str, Any]]], best: Node, budget_tokens: int
+    entries: list[tuple[Node, dict[str, Any]]], kept_always: set[int], budget_tokens: int
 ) -> tuple[list[dict[str, Any]], int]:
-    """Drop the oldest attempts until the rest fit the budget; the best always stays."""
+    """Drop the oldest attempts until the rest fit the budget; the nodes in ``kept_always``
+    (by ``id``: the program to improve and the best) always stay."""
     sizes = [_size(view) for _, view in entries]
     total = sum(sizes)
     keep = [True] * len(entries)
     for position, (node, _) in enumerate(entries):
         if total <= budget_tokens * CHARS_PER_TOKEN:
             break
-        if node is best:
+        if id(node) in kept_always:
             continue
         keep[position] = False
         total -= sizes[position]
@@ -329,9 +371,8 @@ def build_policy_prompt(history: History) -> tuple[str, str]:
     for part in history.parts:
         flags.update(PART_TYPES[part]().collect(history))
     variables.update({key: value for key, value in flags.items() if key in variables})
-    parent = _node_view(
-        history.parent, bool(flags.get("parent_feedback")), bool(flags.get("critiques"))
-    )
+    # The program to improve always comes with what the harness found for it.
+    parent = _node_view(history.parent, True, bool(flags.get("critiques")))
     if history.parent.is_root:
         parent["source"] = history.task.reference
     folder = template_set(history.task)

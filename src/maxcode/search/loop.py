@@ -333,9 +333,6 @@ class Search:
     ) -> Node:
         node = Node(f"{step}.{index}", expansion.parent, step, source, completion=text)
         node.value_score = value_score
-        scores = getattr(self.method, "scores", None)
-        if isinstance(scores, dict) and value_score is not None:
-            scores[node.node_id] = value_score
         expansion.parent.children.append(node)
         self.nodes.append(node)
         digest = self.store.put_candidate(source, self.language) if source is not None else None

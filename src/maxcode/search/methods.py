@@ -1,8 +1,13 @@
 """Search methods: how the tree grows. Each is a small strategy over the same loop.
 
-A method picks, at each step, the nodes to expand and how many children each gets. Which
+A method picks, at each step, the nodes to expand and how many children each gets. It is a
+pure function of the node list: rewards, value scores, what was evaluated and what was
+expanded live on the nodes, so a replayed run (``--resume``) makes the same choices. Which
 observation the policy sees is the configuration's business, not the method's: the MaxCode
 variant of any method is the method with the ``trajectory,critique,best`` observation.
+
+Only evaluated programs are ever refined or kept: a proposal the value function did not
+select for evaluation (its score is a guess nobody checked) is never expanded.
 """
 
 from __future__ import annotations
@@ -34,15 +39,37 @@ class Method(Protocol):
         ...
 
 
+def measured(node: Node) -> bool:
+    """The harness judged the node's program (itself, or the identical program it shares)."""
+    return node.is_root or node.feedback is not None
+
+
+def refinable(node: Node) -> bool:
+    """A node a method may expand: the root, or an evaluated program of its own (not a copy of
+    an earlier one) that the integrity policy did not void."""
+    if node.is_root:
+        return True
+    return (
+        node.source is not None
+        and node.feedback is not None
+        and node.duplicate_of is None
+        and node.status != "suspect"
+    )
+
+
 def _ranked(nodes: list[Node]) -> list[Node]:
     """Highest reward first; among equals, earlier first, a suspect node (void: reward 0) after
     the others."""
     return sorted(nodes, key=lambda node: (-node.reward, node.status == "suspect"))
 
 
-def _latest_step(nodes: list[Node]) -> list[Node]:
-    latest = max(node.step for node in nodes)
-    return [node for node in nodes if node.step == latest and not node.is_root]
+def _step_nodes(nodes: list[Node], step: int) -> list[Node]:
+    """The evaluated proposals of one step."""
+    return [node for node in nodes if node.step == step and not node.is_root and measured(node)]
+
+
+def _last_step(nodes: list[Node]) -> int:
+    return max(node.step for node in nodes)
 
 
 class BestOfN:
@@ -59,26 +86,38 @@ class BestOfN:
 
 class EffiLearner:
     """Sequential refinement: one candidate per step from the current program, which moves to
-    the new candidate only when that one is an improvement."""
+    the best evaluated candidate of the step when that one is an improvement (with a value
+    function, the one it selected; the proposals it left out were never measured)."""
 
     name = "effi-learner"
 
     def __init__(self, config: SearchConfig) -> None:
-        self.current: Node | None = None
+        pass
 
     def expansions(self, step: int, nodes: list[Node]) -> list[Expansion]:
-        if self.current is None:
-            self.current = nodes[0]
-        if step > 1:
-            latest = _latest_step(nodes)
-            if latest and latest[-1].reward > self.current.reward:
-                self.current = latest[-1]
-        return [Expansion(self.current, 1)]
+        return [Expansion(self.current(nodes), 1)]
+
+    @staticmethod
+    def current(nodes: list[Node]) -> Node:
+        """The program being refined, replayed from the node list: the root, then at each
+        step the best evaluated child of the current program when it improves on it."""
+        current = nodes[0]
+        for step in range(1, _last_step(nodes) + 1):
+            children = [
+                node
+                for node in _step_nodes(nodes, step)
+                if node.parent is current and node.status != "suspect"
+            ]
+            if children:
+                challenger = _ranked(children)[0]
+                if challenger.reward > current.reward:
+                    current = challenger
+        return current
 
 
 class CudaLLM:
     """k candidates per step from the program kept at the previous step: the best of that step's
-    candidates (a failed one when none is correct, so its error gets fixed)."""
+    evaluated candidates (a failed one when none is correct, so its error gets fixed)."""
 
     name = "cuda-llm"
 
@@ -88,26 +127,20 @@ class CudaLLM:
     def expansions(self, step: int, nodes: list[Node]) -> list[Expansion]:
         if step == 1:
             return [Expansion(nodes[0], self.k)]
-        latest = _latest_step(nodes)
+        latest = [node for node in _step_nodes(nodes, _last_step(nodes)) if refinable(node)]
         if not latest:
             return [Expansion(nodes[0], self.k)]
         ranked = _ranked(latest)
         if ranked[0].reward > 0:
             return [Expansion(ranked[0], self.k)]
-        with_code = [node for node in latest if node.source is not None and not node.duplicate_of]
-        # A failed program is refined so its error gets fixed; a suspect one (voided by the
-        # integrity policy) only when nothing else is left.
-        compiled = [
-            node
-            for node in with_code
-            if node.feedback and node.feedback.compiled and node.status != "suspect"
-        ]
-        keep = (compiled or with_code or [nodes[0]])[0]
-        return [Expansion(keep, self.k)]
+        # A failed program is refined so its error gets fixed; a compiled one first.
+        compiled = [node for node in latest if node.feedback and node.feedback.compiled]
+        return [Expansion((compiled or latest)[0], self.k)]
 
 
 class Beam:
-    """Beam search: each of the b kept nodes gets k children; the b best children are kept."""
+    """Beam search: each of the b kept nodes gets k children; the b best evaluated children
+    are kept."""
 
     name = "beam"
 
@@ -118,7 +151,7 @@ class Beam:
     def expansions(self, step: int, nodes: list[Node]) -> list[Expansion]:
         if step == 1:
             return [Expansion(nodes[0], self.k)]
-        candidates = [node for node in _latest_step(nodes) if node.source is not None]
+        candidates = [node for node in _step_nodes(nodes, _last_step(nodes)) if refinable(node)]
         beam = [node for node in _ranked(candidates) if node.reward > 0][: self.width]
         if not beam:
             beam = _ranked(candidates)[: self.width] or [nodes[0]]
@@ -126,27 +159,24 @@ class Beam:
 
 
 class Tree:
-    """Best-first tree search: each step expands, once, the most promising node seen so far
-    (by the value function's score when one is set, else by reward). A suspect node (voided by
-    the integrity policy) is never expanded: its score was a guess the harness refuted."""
+    """Best-first tree search: each step expands, once, the most promising open node, ordered
+    by measured reward where there is one and by the value function's prediction only for a
+    node not yet measured. Open nodes are evaluated ones, so a proposal the value function
+    left unmeasured is never expanded (nor a suspect one): a failed node predicted 3.0 comes
+    after one measured at 4x."""
 
     name = "tree"
 
     def __init__(self, config: SearchConfig) -> None:
         self.k = config.candidates
-        self.scores: dict[str, float] = {}
 
-    def priority(self, node: Node) -> float:
-        return self.scores.get(node.node_id, node.reward)
+    @staticmethod
+    def priority(node: Node) -> float:
+        """The measured reward; the predicted value of a node not yet measured."""
+        return node.reward if measured(node) else (node.value_score or 0.0)
 
     def expansions(self, step: int, nodes: list[Node]) -> list[Expansion]:
-        open_nodes = [
-            node
-            for node in nodes
-            if not node.expanded
-            and node.status != "suspect"
-            and (node.is_root or (node.source is not None and node.duplicate_of is None))
-        ]
+        open_nodes = [node for node in nodes if not node.expanded and refinable(node)]
         if not open_nodes:
             return []
         chosen = max(open_nodes, key=self.priority)  # max keeps the earliest among equals

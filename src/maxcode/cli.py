@@ -19,9 +19,9 @@ import click
 
 from maxcode import __version__
 from maxcode.errors import MaxcodeError
+from maxcode.search.config import METHODS as METHOD_NAMES
+from maxcode.search.config import SearchConfig
 from maxcode.types import Feedback
-
-METHOD_NAMES = ("best-of-n", "effi-learner", "cuda-llm", "beam", "tree")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -249,68 +249,83 @@ STORE_OPTION = click.option(
     help="Run store (SQLite); default MAXCODE_HOME/maxcode.db.",
 )
 
-# Search settings copied from the command line (or MAXCODE_* variables) when given; the
-# parameter names are the setting names.
-_SEARCH_FLAGS = (
-    "model",
-    "critic_model",
-    "method",
-    "depth",
-    "candidates",
-    "beam_width",
-    "max_evals",
-    "value",
-    "proposals",
-    "executor",
-    "workers",
-    "metric",
-    "repeats",
-    "temperature",
-    "max_usd",
-    "max_llm_tokens",
-    "max_llm_calls",
-    "pie_tests",
-    "ray_address",
-    "concurrency",
-    "device",
-    "scale",
-    "compile_baseline",
-    "tolerance",
-    "profile",
-    "verify",
-    "isolation",
-    "unsafe_isolation",
-)
+# Options that are not settings of a search, or that the commands treat apart: the method
+# (optimize names one, bench several), the observation (parsed from text), the endpoint (not
+# stored with a run).
+_NOT_GENERATED = ("method", "observation", "base_url")
+
+
+def _help(field: Any) -> str:
+    """A setting's help: the first sentence of its docstring in ``SearchConfig``, and its
+    default."""
+    text = " ".join((field.description or "").replace("``", "").split())
+    text = text.replace("; None for", "; unset:").replace("None: ", "unset: ")
+    sentence = text.split(". ")[0].rstrip(".") + "."
+    default = field.default
+    if isinstance(default, bool):
+        return f"{sentence} (default: {'on' if default else 'off'})"
+    if default is None or default == "":
+        return sentence
+    return f"{sentence} (default: {default})"
+
+
+def _setting_option(name: str, field: Any) -> Callable[[F], F]:
+    """The click option of one ``SearchConfig`` setting: ``--name-with-dashes``, variable
+    ``MAXCODE_NAME``, type and bounds from the field. Options default to None, so that only
+    what a user gave overrides a YAML file and the config's own default."""
+    import typing
+
+    flag = "--" + name.replace("_", "-")
+    envvar = "MAXCODE_" + name.upper()
+    annotation = field.annotation
+    choices: tuple[Any, ...] = ()
+    kinds = {annotation}
+    if typing.get_origin(annotation) is typing.Literal:
+        choices = typing.get_args(annotation)
+    elif typing.get_args(annotation):
+        kinds = {kind for kind in typing.get_args(annotation) if kind is not type(None)}
+    bounds = {
+        key: getattr(rule, key)
+        for rule in field.metadata
+        for key in ("ge", "gt", "le", "lt")
+        if getattr(rule, key, None) is not None
+    }
+    if bool in kinds:
+        return click.option(
+            f"{flag}/--no-{flag[2:]}", name, default=None, envvar=envvar, help=_help(field)
+        )
+    kind: Any = None
+    if choices:
+        kind = click.Choice([str(choice) for choice in choices])
+    elif int in kinds:
+        kind = click.IntRange(min=bounds.get("ge", bounds.get("gt")), min_open="gt" in bounds)
+    elif float in kinds:
+        kind = click.FloatRange(
+            min=bounds.get("ge", bounds.get("gt")),
+            min_open="gt" in bounds,
+            max=bounds.get("le"),
+        )
+    return click.option(flag, name, type=kind, default=None, envvar=envvar, help=_help(field))
+
+
+def _generated_options() -> list[Callable[[F], F]]:
+    from maxcode.search.config import SearchConfig
+
+    return [
+        _setting_option(name, field)
+        for name, field in SearchConfig.model_fields.items()
+        if name not in _NOT_GENERATED
+    ]
+
+
+def _search_flag_names() -> tuple[str, ...]:
+    """The settings the command line copies into a search's configuration."""
+    from maxcode.search.config import SearchConfig
+
+    return tuple(name for name in SearchConfig.model_fields if name not in ("observation",))
 
 
 _SEARCH_OPTIONS = [
-    click.option(
-        "--ray-address",
-        envvar="MAXCODE_RAY_ADDRESS",
-        help="Ray cluster to join with --executor ray (default: RAY_ADDRESS, else a local one).",
-    ),
-    click.option(
-        "--proposals",
-        type=click.IntRange(min=1),
-        envvar="MAXCODE_PROPOSALS",
-        help="With --value: candidates proposed per expansion, m > k (default 2k).",
-    ),
-    click.option(
-        "--concurrency",
-        type=click.IntRange(min=1),
-        envvar="MAXCODE_CONCURRENCY",
-        help="Searches a bench runs at once on Ray (default 1).",
-    ),
-    click.option(
-        "--model",
-        envvar="MAXCODE_MODEL",
-        help="Policy model, provider/model (default: the offline rules proposer).",
-    ),
-    click.option(
-        "--critic-model",
-        envvar="MAXCODE_CRITIC_MODEL",
-        help="Critic model (default: the policy's).",
-    ),
     click.option(
         "--base-url", envvar="MAXCODE_BASE_URL", help="Endpoint of an OpenAI-compatible server."
     ),
@@ -326,118 +341,13 @@ _SEARCH_OPTIONS = [
         envvar="MAXCODE_MAXCODE",
         help="MaxCode variant: observation trajectory,critique,best.",
     ),
-    click.option(
-        "--depth",
-        type=click.IntRange(min=1),
-        envvar="MAXCODE_DEPTH",
-        help="Search steps (default 8).",
-    ),
-    click.option(
-        "--candidates",
-        type=click.IntRange(min=1),
-        envvar="MAXCODE_CANDIDATES",
-        help="Candidates per expanded node, k (default 8).",
-    ),
-    click.option(
-        "--beam-width",
-        type=click.IntRange(min=1),
-        envvar="MAXCODE_BEAM_WIDTH",
-        help="Nodes kept per level by beam (default 2).",
-    ),
-    click.option(
-        "--max-evals",
-        type=click.IntRange(min=1),
-        envvar="MAXCODE_MAX_EVALS",
-        help="Stop after this many evaluations.",
-    ),
-    click.option(
-        "--value",
-        envvar="MAXCODE_VALUE",
-        help="Value function: none, rtg:DIR (a trained model) or rtg:provider/model.",
-    ),
-    click.option(
-        "--executor",
-        type=click.Choice(["local", "ray"]),
-        envvar="MAXCODE_EXECUTOR",
-        help="Where evaluations run.",
-    ),
-    click.option(
-        "--workers",
-        type=click.IntRange(min=1),
-        envvar="MAXCODE_WORKERS",
-        help="Evaluations at once (default 1).",
-    ),
-    click.option(
-        "--metric",
-        type=click.Choice(["wall", "instructions"]),
-        envvar="MAXCODE_METRIC",
-        help="Reward metric (default wall).",
-    ),
-    click.option(
-        "--repeats",
-        type=click.IntRange(min=1),
-        envvar="MAXCODE_REPEATS",
-        help="Timed rounds per evaluation.",
-    ),
-    click.option(
-        "--temperature",
-        type=click.FloatRange(min=0),
-        envvar="MAXCODE_TEMPERATURE",
-        help="Policy temperature (default 0.7).",
-    ),
-    click.option(
-        "--max-usd",
-        type=click.FloatRange(min=0, min_open=True),
-        envvar="MAXCODE_MAX_USD",
-        help="LLM spending limit in USD.",
-    ),
-    click.option(
-        "--max-llm-tokens",
-        type=click.IntRange(min=1),
-        envvar="MAXCODE_MAX_LLM_TOKENS",
-        help="LLM token limit.",
-    ),
-    click.option(
-        "--max-llm-calls",
-        type=click.IntRange(min=1),
-        envvar="MAXCODE_MAX_LLM_CALLS",
-        help="LLM call limit.",
-    ),
-    click.option("--pie-tests", envvar="MAXCODE_PIE_TESTS", help="Test-case folder of a PIE row."),
-    click.option(
-        "--device",
-        type=click.Choice(["cpu", "cuda"]),
-        envvar="MAXCODE_DEVICE",
-        help="KernelBench: where candidates run (default cpu).",
-    ),
-    SCALE_OPTION,
-    click.option(
-        "--compile-baseline/--no-compile-baseline",
-        default=None,
-        envvar="MAXCODE_COMPILE_BASELINE",
-        help="KernelBench: also time torch.compile of the reference in every evaluation.",
-    ),
-    TOLERANCE_OPTION,
-    click.option(
-        "--verify/--no-verify",
-        default=None,
-        envvar="MAXCODE_VERIFY",
-        help="Judge the best program again before reporting it; next best if it fails "
-        "(default on).",
-    ),
-    click.option(
-        "--profile/--no-profile",
-        default=None,
-        envvar="MAXCODE_PROFILE",
-        help="Profile every correct candidate for the critic (default: on with an LLM critic).",
-    ),
-    *_isolation_options(None),
+    *_generated_options(),
     click.option(
         "--config",
         "config_file",
         type=click.Path(dir_okay=False, path_type=Path),
         envvar="MAXCODE_CONFIG",
-        help="YAML file of settings (flags win).",
+        help="YAML file of settings, keys as the long options (options win).",
     ),
 ]
 
@@ -455,7 +365,7 @@ def search_options(function: F) -> F:
     "--method",
     type=click.Choice(list(METHOD_NAMES)),
     envvar="MAXCODE_METHOD",
-    help="Search method (default cuda-llm).",
+    help=f"Search method (default: {SearchConfig.model_fields['method'].default}).",
 )
 @search_options
 @click.option("--resume", "resume_id", help="Continue a stopped or killed run.")
@@ -571,8 +481,8 @@ def _search_settings(
     from maxcode.search import MAXCODE_PARTS, load_config_file, parse_parts
 
     settings: dict[str, Any] = load_config_file(config_file) if config_file else {}
-    for name in _SEARCH_FLAGS:
-        if name in given:
+    for name in _search_flag_names():
+        if name in given and name in flags:
             settings[name] = flags[name]
     if maxcode_variant and "observation" not in given:
         settings["observation"] = list(MAXCODE_PARTS)

@@ -150,3 +150,25 @@ def test_a_suspect_result_never_wins_and_is_never_refined(tmp_path: Path, method
     assert outcome.best.status == "correct" and outcome.best.reward < 50.0
     assert all(node.parent is None or node.parent.status != "suspect" for node in outcome.nodes)
     assert all(reward < 50.0 for reward in outcome.trace)
+
+
+def test_patience_stops_a_search_that_stopped_improving(tmp_path: Path) -> None:
+    rewards = [2.0, 1.5, 1.2, 1.1, 1.0, 3.0, 4.0]
+    _, search = scripted_search(
+        tmp_path, [_proposer(lambda n: rewards[n])], method="effi-learner", depth=7, patience=2
+    )
+    outcome = asyncio.run(search.run())
+    assert outcome.status == "done"
+    assert len(outcome.trace) == 3  # step 1 improved; steps 2 and 3 did not
+    assert "stopped early at step 3" in outcome.message and "--patience 2" in outcome.message
+
+
+def test_target_stops_a_search_that_reached_it(tmp_path: Path) -> None:
+    rewards = [1.5, 2.5, 3.5, 4.5, 5.5]
+    _, search = scripted_search(
+        tmp_path, [_proposer(lambda n: rewards[n])], method="effi-learner", depth=5, target=2.5
+    )
+    outcome = asyncio.run(search.run())
+    assert outcome.status == "done" and outcome.best.reward == 2.5
+    assert len(outcome.trace) == 2
+    assert "the best reached 2.50x (--target 2.5)" in outcome.message

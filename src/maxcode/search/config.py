@@ -35,6 +35,10 @@ class SearchConfig(BaseModel):
     """Nodes kept per level by ``beam``."""
     max_evals: int | None = Field(default=None, ge=1)
     """Stop after this many evaluations (identical candidates count once)."""
+    patience: int | None = Field(default=None, ge=1)
+    """Stop early after this many steps in a row without a better best program."""
+    target: float | None = Field(default=None, gt=0)
+    """Stop early once the best speedup reaches this."""
     model: str = "rules"
     """The policy, ``provider/model``; ``rules`` is the offline proposer."""
     critic_model: str | None = None

@@ -190,6 +190,8 @@ class Search:
         """Run (or replay and continue) the search to its end."""
         steps = self.config.steps()
         exhausted = False
+        early = ""
+        improved_at, best_so_far = 0, best_node(self.nodes).reward
         for step in range(1, steps + 1):
             expansions = self.method.expansions(step, self.nodes)
             if not expansions:
@@ -218,12 +220,32 @@ class Search:
                     usage["cost_usd"],
                 )
             )
-            if exhausted:
+            if best.reward > best_so_far:
+                improved_at, best_so_far = step, best.reward
+            early = self._early_stop(step, step - improved_at, best.reward)
+            if exhausted or early:
                 break
         message = f"stopped after {self.evaluations} evaluations (--max-evals)" if exhausted else ""
+        message = early or message
         return SearchOutcome(
             "done", message, best_node(self.nodes), self.nodes, self.evaluations, self.trace
         )
+
+    def _early_stop(self, step: int, steps_without_gain: int, best: float) -> str:
+        """Why the search stops early after ``step`` (empty: it goes on)."""
+        target, patience = self.config.target, self.config.patience
+        if step >= self.config.steps():
+            return ""
+        if target is not None and best >= target:
+            return (
+                f"stopped early at step {step}: the best reached {best:.2f}x (--target {target:g})"
+            )
+        if patience is not None and steps_without_gain >= patience:
+            return (
+                f"stopped early at step {step}: no better program in the last "
+                f"{steps_without_gain} steps (--patience {patience})"
+            )
+        return ""
 
     def _evaluations_exhausted(self) -> bool:
         limit = self.config.max_evals

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from maxcode.evaluate import evaluate_task, ncu, prebuild_task
+from maxcode.evaluate.integrity import void_findings
 from maxcode.tasks import kernelbench_suite, load_task
 from maxcode.types import Feedback
 from tests.helpers import REPO
@@ -111,6 +112,8 @@ def test_the_cpu_kernel_of_each_problem_is_correct(
     assert feedback.speedup > 0 and feedback.timings["candidate"].trials >= 10
     # The bundled problems are sound tasks: none of the screening findings fires.
     assert not [flag for flag in feedback.flags if flag.startswith("task:")], feedback.flags
+    # An honest kernel leaves complete host evidence: no finding voids its reward.
+    assert feedback.suspect is None and not void_findings(feedback.flags), feedback.flags
 
 
 def test_a_cached_build_is_reused_even_after_a_killed_build(

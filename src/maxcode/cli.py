@@ -698,8 +698,13 @@ def _print_bench(bench_id: str, rows: list[Any], void: list[Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"bench {bench_id}", title_justify="left")
-    columns = ["method", "tasks", "mean", "geomean", "correct"]
+    budget = next((row.max_evals for row in rows if row.max_evals), None)
+    trials = max((row.trials for row in rows), default=1)
+    title = f"bench {bench_id}: {budget or '?'} evaluations per run for every method"
+    if trials > 1:
+        title += f"; ± is the standard deviation over {trials} trials"
+    table = Table(title=title, title_justify="left")
+    columns = ["method", "tasks", "mean", "unverified", "geomean", "correct"]
     columns += [
         "fast_0",
         "fast_1",
@@ -707,7 +712,7 @@ def _print_bench(bench_id: str, rows: list[Any], void: list[Any]) -> None:
         "fast_1.5",
         "fast_2",
         "rank",
-        "evals",
+        "evals/run",
         "tokens",
         "cost",
         "void",
@@ -715,18 +720,33 @@ def _print_bench(bench_id: str, rows: list[Any], void: list[Any]) -> None:
     ]
     for column in columns:
         table.add_column(column, justify="left" if column == "method" else "right")
+
+    def spread(row: Any, key: str, text: str, percent: bool = False) -> str:
+        value = row.spread.get(key, 0.0)
+        if trials <= 1:
+            return text
+        return text + (f" ±{value:.0%}" if percent else f" ±{value:.2f}")
+
     for row in rows:
         cost = "?" if row.cost_usd is None else f"${row.cost_usd:.4f}"
-        fast = [f"{row.fast_p.get('fast_' + p, 0.0):.0%}" for p in ("0", "1", "1.1", "1.5", "2")]
+        fast = [
+            spread(row, "fast_" + p, f"{row.fast_p.get('fast_' + p, 0.0):.0%}", percent=True)
+            for p in ("0", "1", "1.1", "1.5", "2")
+        ]
         table.add_row(
-            row.label, str(row.tasks), f"{row.mean_speedup:.2f}x", f"{row.geomean_speedup:.2f}x",
-            f"{row.correct:.0%}", *fast, f"{row.average_rank:.2f}", str(row.evaluations),
+            row.label, str(row.tasks),
+            spread(row, "mean_speedup", f"{row.mean_speedup:.2f}x"),
+            spread(row, "unverified_mean_speedup", f"{row.unverified_mean_speedup:.2f}x"),
+            spread(row, "geomean_speedup", f"{row.geomean_speedup:.2f}x"),
+            spread(row, "correct", f"{row.correct:.0%}", percent=True),
+            *fast, f"{row.average_rank:.2f}",
+            f"{row.evaluations_per_run:.1f}/{row.max_evals or '?'}",
             str(row.tokens), cost, str(row.void),
             _isolation_text(", ".join(row.isolation), row.unsafe_isolation),
         )  # fmt: skip
     console = Console()
     if not console.is_terminal:
-        console = Console(width=160)  # a pipe or a file gets the whole table, not 80 columns
+        console = Console(width=200)  # a pipe or a file gets the whole table, not 80 columns
     console.print(table)
     for result in void:
         claimed = f" (measured {result.claimed_speedup:.2f}x)" if result.claimed_speedup else ""

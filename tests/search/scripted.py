@@ -68,15 +68,21 @@ def feedback_of(reward: float, task: str = "sum", flags: list[str] | None = None
 
 
 def scripted_search(
-    tmp_path: Path, replies: Iterable[Reply], **settings: object
+    tmp_path: Path, replies: Iterable[Reply], bench_id: str | None = None, **settings: object
 ) -> tuple[RunStore, Search]:
     """A recorded run ``r1`` on a small task, with a scripted policy (its calls logged in the
-    store) and a scripted executor."""
+    store) and a scripted executor; with ``bench_id``, a run of that bench (already created,
+    labelled with the method)."""
     folder = write_task(tmp_path / "task")
     task = load_task(str(folder))
     config = SearchConfig.model_validate({"model": "scripted", **settings})
     store = RunStore(tmp_path / "runs.db")
-    store.create_run("r1", str(folder), task.name, task.kind, config.method, config.model_dump())
+    if bench_id is not None:
+        store.create_bench(bench_id, {}, [str(folder)], [config.method], 1)
+    store.create_run(
+        "r1", str(folder), task.name, task.kind, config.method, config.model_dump(),
+        bench_id=bench_id, bench_label=bench_id and config.method, bench_trial=bench_id and 0,
+    )  # fmt: skip
     policy = ScriptedProvider(
         settings=ProviderSettings(call_log=store.call_log("r1")), replies=replies, cycle=True
     )

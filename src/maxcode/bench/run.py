@@ -1,4 +1,10 @@
-"""Running a bench: every method on every task with the same budget, all kept in the store."""
+"""Running a bench: every method on every task with the same number of evaluations, all kept
+in the store.
+
+The budget is ``--max-evals`` (default: candidates x depth, what ``cuda-llm`` spends). Every
+method's search stops at it; best-of-n draws that many samples, and the methods that refine
+get steps enough to spend it (the loop stops at the limit, so extra steps cost nothing when
+every step evaluates something new)."""
 
 from __future__ import annotations
 
@@ -25,8 +31,20 @@ from maxcode.tasks import load_task
 MAXCODE_SUFFIX = "+maxcode"
 
 
-def label_config(label: str, settings: dict[str, Any]) -> SearchConfig:
-    """The configuration of one method label: a method, or a method with ``+maxcode``."""
+def evaluation_budget(settings: dict[str, Any]) -> int:
+    """The evaluations every method of a bench gets: ``max_evals``, else candidates x depth."""
+    defaults = SearchConfig.model_validate({})
+    given = settings.get("max_evals")
+    if given:
+        return int(given)
+    return int(settings.get("candidates") or defaults.candidates) * int(
+        settings.get("depth") or defaults.depth
+    )
+
+
+def label_config(label: str, settings: dict[str, Any], budget: int | None = None) -> SearchConfig:
+    """The configuration of one method label: a method, or a method with ``+maxcode``; with a
+    ``budget``, set so that the method can spend exactly that many evaluations."""
     method = label.removesuffix(MAXCODE_SUFFIX)
     if method not in METHODS:
         raise MaxcodeError(
@@ -35,6 +53,12 @@ def label_config(label: str, settings: dict[str, Any]) -> SearchConfig:
     merged = {**settings, "method": method}
     if label.endswith(MAXCODE_SUFFIX):
         merged["observation"] = list(MAXCODE_PARTS)
+    if budget is not None:
+        merged["max_evals"] = budget
+        if method == "best-of-n":
+            merged["candidates"] = budget
+        else:
+            merged["depth"] = max(int(merged.get("depth") or 1), budget)
     return make_config(merged)
 
 
@@ -49,7 +73,9 @@ def new_bench(
     # The level is resolved (and a refused one raised) once, before any task is loaded; every
     # run of the bench stores it, so a resumed bench keeps it.
     settings = {**settings, "isolation": resolve_isolation(make_config(settings)).isolation}
-    configs = {label: label_config(label, settings) for label in labels}
+    budget = evaluation_budget(settings)
+    settings = {**settings, "max_evals": budget}
+    configs = {label: label_config(label, settings, budget) for label in labels}
     loaded = {
         spec: load_task(spec, settings.get("pie_tests"), settings.get("scale") or 1.0)
         for spec in tasks

@@ -7,7 +7,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from maxcode.store import RunRecord, RunStore
+from maxcode.search.results import run_isolation, run_result
+from maxcode.store import RunStore
 
 FAST_P = (0.0, 1.0, 1.1, 1.5, 2.0)
 
@@ -21,7 +22,10 @@ class MethodRow:
     tasks: int = 0
     """Tasks with at least one finished run."""
     mean_speedup: float = 0.0
-    """PIE convention: mean over tasks of max(1, best speedup); no correct program counts 1."""
+    """PIE convention: mean over tasks of max(1, verified speedup); no correct program counts 1
+    (a run whose best failed re-verification counts what re-verification confirmed)."""
+    unverified_mean_speedup: float = 0.0
+    """The same mean over the unverified best speedups the searches measured."""
     geomean_speedup: float = 0.0
     """Geometric mean over tasks of max(1, best speedup)."""
     fast_p: dict[str, float] = field(default_factory=dict)
@@ -32,6 +36,15 @@ class MethodRow:
     """Mean over tasks of the method's rank among the methods (1 = best; ties share)."""
     evaluations: int = 0
     """Evaluations over all runs."""
+    evaluations_per_run: float = 0.0
+    """Mean evaluations of a finished run (every method gets the same budget)."""
+    max_evals: int | None = None
+    """The evaluation budget each run of the method had (``--max-evals``)."""
+    trials: int = 0
+    """Trials over which the spread is taken."""
+    spread: dict[str, float] = field(default_factory=dict)
+    """Per column (``mean_speedup``, ``geomean_speedup``, ``correct``, ``fast_<p>``): the
+    sample standard deviation of that column computed on each trial alone (0 for one trial)."""
     tokens: int = 0
     """LLM tokens over all runs."""
     cost_usd: float | None = 0.0
@@ -54,7 +67,9 @@ class MethodRow:
 @dataclass(frozen=True)
 class _Result:
     speedup: float
+    unverified: float
     correct: bool
+    trial: int
 
 
 @dataclass(frozen=True)
@@ -103,15 +118,18 @@ def bench_table(
     runs = store.bench_runs(bench.bench_id)
     results: dict[str, dict[str, list[_Result]]] = {label: {} for label in bench.labels}
     rows = {label: MethodRow(label) for label in bench.labels}
+    finished: dict[str, list[int]] = {label: [] for label in bench.labels}
     for run in runs:
         label = run.bench_label or run.method
         row = rows[label]
         usage = store.usage(run.run_id)
-        row.evaluations += store.count_evaluations(run.run_id)
+        evaluations = store.count_evaluations(run.run_id)
+        row.evaluations += evaluations
+        row.max_evals = run.config.get("max_evals") or row.max_evals
         row.tokens += usage["prompt_tokens"] + usage["completion_tokens"]
         if row.cost_usd is not None:
             row.cost_usd = None if usage["cost_usd"] is None else row.cost_usd + usage["cost_usd"]
-        level = run.isolation or str(run.config.get("isolation") or "")
+        level = run_isolation(run)
         if level and level not in row.isolation:
             row.isolation.append(level)
         row.unsafe_isolation = row.unsafe_isolation or run.unsafe_isolation
@@ -122,7 +140,11 @@ def bench_table(
         if run.status != "done":
             row.unfinished += 1
             continue
-        results[label].setdefault(run.task_spec, []).append(_result(store, run))
+        finished[label].append(evaluations)
+        result = run_result(store, run)
+        results[label].setdefault(run.task_spec, []).append(
+            _Result(result.speedup, result.unverified, result.correct, run.bench_trial or 0)
+        )
     per_task: dict[str, dict[str, float]] = {}
     for label, by_task in results.items():
         for task, trials in by_task.items():
@@ -133,30 +155,58 @@ def bench_table(
     for label, row in rows.items():
         by_task = results[label]
         row.tasks = len(by_task)
+        if finished[label]:
+            row.evaluations_per_run = statistics.mean(finished[label])
         if not by_task:
             continue
-        pie = [statistics.mean(max(1.0, t.speedup) for t in trials) for trials in by_task.values()]
-        row.mean_speedup = statistics.mean(pie)
-        row.geomean_speedup = math.exp(statistics.mean(math.log(value) for value in pie))
-        row.correct = statistics.mean(
-            statistics.mean(t.correct for t in trials) for trials in by_task.values()
-        )
-        row.fast_p = {
-            f"fast_{p:g}": statistics.mean(
-                statistics.mean(t.correct and t.speedup > p for t in trials)
-                for trials in by_task.values()
-            )
-            for p in FAST_P
-        }
+        columns = _columns(by_task)
+        row.mean_speedup = columns["mean_speedup"]
+        row.unverified_mean_speedup = columns["unverified_mean_speedup"]
+        row.geomean_speedup = columns["geomean_speedup"]
+        row.correct = columns["correct"]
+        row.fast_p = {key: value for key, value in columns.items() if key.startswith("fast_")}
         row.average_rank = statistics.mean(ranks[task][label] for task in by_task)
+        trial_numbers = sorted({t.trial for trials in by_task.values() for t in trials})
+        row.trials = len(trial_numbers)
+        per_trial = [
+            _columns(
+                {
+                    task: [t for t in trials if t.trial == number]
+                    for task, trials in by_task.items()
+                    if any(t.trial == number for t in trials)
+                }
+            )
+            for number in trial_numbers
+        ]
+        row.spread = {
+            key: statistics.stdev(values[key] for values in per_trial)
+            if len(per_trial) > 1
+            else 0.0
+            for key in columns
+        }
     return [rows[label] for label in bench.labels], per_task
 
 
-def _result(store: RunStore, run: RunRecord) -> _Result:
-    # Rewards as today's policy judges them (an older run's stored best may be a cheat's).
-    rewards = store.evaluation_rewards(run.run_id)
-    best = min(run.best_speedup, max([1.0, *rewards]))
-    return _Result(speedup=best, correct=any(reward > 0 for reward in rewards))
+def _columns(by_task: dict[str, list[_Result]]) -> dict[str, float]:
+    """The table's columns over tasks (each task: the mean over its trials)."""
+    pie = [statistics.mean(max(1.0, t.speedup) for t in trials) for trials in by_task.values()]
+    unverified = [
+        statistics.mean(max(1.0, t.unverified) for t in trials) for trials in by_task.values()
+    ]
+    columns = {
+        "mean_speedup": statistics.mean(pie),
+        "unverified_mean_speedup": statistics.mean(unverified),
+        "geomean_speedup": math.exp(statistics.mean(math.log(value) for value in pie)),
+        "correct": statistics.mean(
+            statistics.mean(t.correct for t in trials) for trials in by_task.values()
+        ),
+    }
+    for p in FAST_P:
+        columns[f"fast_{p:g}"] = statistics.mean(
+            statistics.mean(t.correct and t.speedup > p for t in trials)
+            for trials in by_task.values()
+        )
+    return columns
 
 
 def _ranks(per_task: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:

@@ -10,9 +10,9 @@ import jinja2
 from maxcode.bench import FAST_P, bench_table, bench_void
 from maxcode.errors import MaxcodeError
 from maxcode.report.svg import Series, TreeNode, line_chart, tree_chart
-from maxcode.search.api import run_isolation
 from maxcode.search.loop import normalised_key
 from maxcode.search.observation import attempt_summary, describe_feedback
+from maxcode.search.results import run_isolation, run_result
 from maxcode.search.tree import Node, best_node
 from maxcode.store import RunStore
 from maxcode.tasks import load_task
@@ -109,6 +109,7 @@ def run_report(store: RunStore, run_id: str) -> str:
             title=f"maxcode run {record.run_id}",
             run=record,
             best_speedup=best.reward if best is not None else 1.0,
+            result=run_result(store, record),
             observation=",".join(record.config.get("observation") or []),
             evaluations=len(rewards),
             usage=store.usage(record.run_id),

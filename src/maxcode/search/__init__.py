@@ -14,7 +14,6 @@ if TYPE_CHECKING:
         RunSummary,
         new_run,
         resolve_isolation,
-        run_isolation,
         run_search,
         run_search_async,
         summarize,
@@ -33,6 +32,7 @@ if TYPE_CHECKING:
     from maxcode.search.loop import Search, SearchOutcome, StepReport, normalised_key
     from maxcode.search.methods import Expansion, Method, make_method
     from maxcode.search.observation import ObservationPart, build_policy_prompt, describe_feedback
+    from maxcode.search.results import RunResult, run_isolation, run_result
     from maxcode.search.tree import Node
     from maxcode.search.value import ValueFunction, make_value
 
@@ -64,8 +64,10 @@ _WHERE = {
     "normalised_key": "maxcode.search.loop",
     "parse_parts": "maxcode.search.config",
     "resolve_isolation": "maxcode.search.api",
-    "run_isolation": "maxcode.search.api",
+    "run_isolation": "maxcode.search.results",
     "run_search": "maxcode.search.api",
+    "RunResult": "maxcode.search.results",
+    "run_result": "maxcode.search.results",
     "run_search_async": "maxcode.search.api",
     "summarize": "maxcode.search.api",
 }
@@ -91,6 +93,7 @@ __all__ = [
     "Method",
     "Node",
     "ObservationPart",
+    "RunResult",
     "RunSummary",
     "Search",
     "SearchConfig",
@@ -109,6 +112,7 @@ __all__ = [
     "parse_parts",
     "resolve_isolation",
     "run_isolation",
+    "run_result",
     "run_search",
     "run_search_async",
     "summarize",

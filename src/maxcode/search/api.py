@@ -17,14 +17,9 @@ from maxcode.executors import Executor, make_executor
 from maxcode.llm import NO_MODEL_MESSAGE, Budget, BudgetExhausted, LLMProvider, resolve_model
 from maxcode.search.config import SearchConfig
 from maxcode.search.critique import Critic, LLMCritic, TemplateCritic
-from maxcode.search.loop import (
-    Search,
-    SearchOutcome,
-    StepReport,
-    confirms,
-    verification_message,
-)
+from maxcode.search.loop import Search, SearchOutcome, StepReport, verification_message
 from maxcode.search.methods import make_method
+from maxcode.search.results import confirms, refutation, run_isolation, run_result
 from maxcode.search.value import make_value
 from maxcode.store import RunRecord, RunStore
 from maxcode.tasks import Task, load_task
@@ -248,25 +243,21 @@ async def _run_and_verify(search: Search) -> SearchOutcome:
 def _result_node(store: RunStore, record: RunRecord) -> tuple[str | None, float | None, list[Any]]:
     """The node reported as the run's result, its verified speedup, and the verification
     log. With verification: the first confirmed node (None with speedup 1.0: the reference
-    stands). Without (turned off, or the run stopped before it): the best node, unverified."""
-    checks = store.verifications(record.run_id)
+    stands; a program re-measured at or below 1x is no result). Without (turned off, or the
+    run stopped before it): the best node, unverified."""
     log = [
         {
             "node": node_id,
             "verified": confirms(feedback),
             "speedup": feedback.speedup,
-            "message": "" if confirms(feedback) else feedback.summary(),
+            "message": refutation(feedback),
             "suspect": feedback.suspect,
         }
-        for node_id, feedback in checks
+        for node_id, feedback in store.verifications(record.run_id)
     ]
-    if checks:
-        confirmed = next(((n, f) for n, f in checks if confirms(f)), None)
-        if confirmed is None:
-            return None, 1.0, log
-        return confirmed[0], confirmed[1].speedup, log
-    if record.config.get("verify", True) and record.status == "done" and record.best_speedup <= 1:
-        return None, 1.0, log
+    result = run_result(store, record)
+    if result.verified:
+        return result.node, result.speedup, log
     return record.best_node_id, None, log
 
 
@@ -316,9 +307,3 @@ def summarize(store: RunStore, run_id: str, output: Path | None = None) -> RunSu
         unsafe_isolation=record.unsafe_isolation,
         void=[result.as_json() for result in store.void_results(record.run_id)],
     )
-
-
-def run_isolation(record: RunRecord) -> str:
-    """The level a run's candidates ran under (a run stored before it was recorded: its
-    configuration's setting)."""
-    return record.isolation or str(record.config.get("isolation") or "")

@@ -27,6 +27,7 @@ from maxcode.search.config import SearchConfig
 from maxcode.search.critique import Critic
 from maxcode.search.methods import Expansion, Method
 from maxcode.search.observation import History, build_policy_prompt
+from maxcode.search.results import confirms, refutation
 from maxcode.search.tree import Node, best_node
 from maxcode.search.value import ValueFunction
 from maxcode.store import NodeRecord, RunStore
@@ -86,14 +87,8 @@ class Verification:
             claimed=node.reward,
             verified=confirmed,
             speedup=feedback.speedup if confirmed else 0.0,
-            message="" if confirmed else feedback.summary(),
+            message=refutation(feedback),
         )
-
-
-def confirms(feedback: Feedback) -> bool:
-    """A re-verification confirms a program when it is correct again and nothing voided the
-    measurement (a suspect verdict confirms nothing)."""
-    return feedback.correct and feedback.suspect is None
 
 
 def verification_message(checked: list[Verification]) -> str:
@@ -418,7 +413,8 @@ class Search:
         """Judge the best programs again, best first, each in a fresh evaluation (new
         processes; for KernelBench, fresh seeds and inputs), until one is confirmed correct;
         at most ``VERIFY_AT_MOST`` are tried. Programs no faster than the reference are not
-        tried: the reference then stands; nor are suspect ones (their reward is 0). Verdicts
+        tried: the reference then stands; nor are suspect ones (their reward is 0). A program
+        re-measured at or below 1x confirms nothing (the next best is tried). Verdicts
         are stored, so a replay repeats none."""
         done = dict(self.store.verifications(self.run_id))
         order = {id(node): position for position, node in enumerate(self.nodes)}

@@ -41,8 +41,17 @@ __all__ = [
 ]
 
 
-def load_model(spec: str, base_url: str | None = None) -> ValueModel:
-    """A trained model folder, or ``provider/model`` for the generative model."""
+def load_model(
+    spec: str,
+    base_url: str | None = None,
+    *,
+    budget: Any = None,
+    call_log: Any = None,
+    replay: Any = None,
+) -> ValueModel:
+    """A trained model folder, or ``provider/model`` for the generative model, whose calls go
+    through ``budget`` and ``call_log`` like the policy's, and are replayed by ``replay``
+    (purpose -> recorded call) on a resumed run."""
     folder = Path(spec)
     if folder.is_dir():
         meta = folder / "model.json"
@@ -54,5 +63,6 @@ def load_model(spec: str, base_url: str | None = None) -> ValueModel:
     if "/" in spec and not folder.exists():
         from maxcode.llm import resolve_model
 
-        return GenerativeModel(resolve_model(spec, base_url=base_url))
+        provider = resolve_model(spec, base_url=base_url, budget=budget, call_log=call_log)
+        return GenerativeModel(provider, replay=replay)
     raise MaxcodeError(f"{spec}: neither a model folder nor provider/model")

@@ -6,9 +6,14 @@ Zero-shot with an API model, or a fine-tuned model served by vLLM with its LoRA 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
+from collections.abc import Callable
 
-from maxcode.llm import LLMProvider, LLMRequest
+from maxcode.llm import LLMCall, LLMProvider, LLMRequest
+
+Replay = Callable[[str], "LLMCall | None"]
+"""Looks up a call already recorded for a purpose (a resumed run's store)."""
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
@@ -30,21 +35,30 @@ Answer with one number only.
 class GenerativeModel:
     """Scores candidates by asking a model to state the expected future best speedup."""
 
-    def __init__(self, provider: LLMProvider) -> None:
+    def __init__(self, provider: LLMProvider, replay: Replay | None = None) -> None:
         self.provider = provider
         self.name = provider.spec
+        self.replay = replay
 
     async def score(self, observation: str, candidates: list[str]) -> list[float]:
         """One number per candidate; an answer with no number scores 0."""
-        return list(await asyncio.gather(*(self._one(observation, c) for c in candidates)))
+        # Every call finishes (and is recorded) before a failure, a spent budget say, is raised.
+        results = await asyncio.gather(
+            *(self._one(observation, c) for c in candidates), return_exceptions=True
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return [float(result) for result in results]  # type: ignore[arg-type]
 
     async def _one(self, observation: str, candidate: str) -> float:
-        request = LLMRequest.from_prompt(
-            PROMPT.format(observation=observation[-6000:], candidate=candidate),
-            temperature=0.0,
-            max_tokens=16,
-            purpose="value",
-        )
+        prompt = PROMPT.format(observation=observation[-6000:], candidate=candidate)
+        # The purpose names the question, so a resumed run finds its recorded answer.
+        purpose = "value:" + hashlib.sha256(prompt.encode()).hexdigest()[:16]
+        recorded = self.replay(purpose) if self.replay is not None else None
+        if recorded is not None and recorded.responses:
+            return parse_score(recorded.responses[0])
+        request = LLMRequest.from_prompt(prompt, temperature=0.0, max_tokens=16, purpose=purpose)
         completions = await self.provider.generate(request)
         return parse_score(completions[0].text if completions else "")
 

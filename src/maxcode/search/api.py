@@ -198,6 +198,13 @@ async def _search(
             critic_model, base_url=config.base_url, budget=budget, call_log=call_log
         )
         critic = LLMCritic(critic_provider, max_tokens=min(config.max_tokens, 1024))
+    value = make_value(
+        config.value,
+        base_url=config.base_url,
+        budget=budget,
+        call_log=call_log,
+        replay=lambda purpose: store.find_call(run_id, purpose),
+    )
     executor = shared_executor or make_executor(
         config.executor, config.workers, ray_address=config.ray_address
     )
@@ -211,7 +218,7 @@ async def _search(
         executor=executor,
         method=make_method(config),
         on_step=on_step,
-        value=make_value(config.value, base_url=config.base_url),
+        value=value,
     )
     try:
         if shared_executor is not None:
@@ -222,6 +229,11 @@ async def _search(
         await policy.close()
         if critic_provider is not None:
             await critic_provider.close()
+        if value is not None:
+            from maxcode.rtg import GenerativeModel
+
+            if isinstance(value, GenerativeModel):
+                await value.provider.close()
 
 
 async def _run_and_verify(search: Search) -> SearchOutcome:

@@ -26,10 +26,10 @@ PROBLEM = REPO / "examples" / "kernelbench" / "1_ScaledGELU.py"
 LEVELS = ["bwrap", "unshare"]
 
 
-def judge(fixture: str, isolation: str) -> Feedback:
+def judge(fixture: str, isolation: str, scale: float = 1 / 16) -> Feedback:
     try:
         sandbox = Sandbox(isolation)  # type: ignore[arg-type]
-        task = load_task(str(PROBLEM), scale=1 / 16)
+        task = load_task(str(PROBLEM), scale=scale)
         return evaluate_task(task, (CHEATS / fixture).read_text(), repeats=24, sandbox=sandbox)
     except MaxcodeError as error:  # a level this machine cannot offer
         pytest.skip(f"{isolation}: {error}")
@@ -56,8 +56,9 @@ def test_answers_made_while_the_harness_makes_inputs_are_seen_by_host_time(
     isolation: str,
 ) -> None:
     """Hooking the harness's ``torch.manual_seed`` moves the work before the timed call; the
-    parent's stamps from a chunk's seeds to its outputs still contain it."""
-    feedback = judge("hook_inputs.py", isolation)
+    parent's stamps from a chunk's seeds to its outputs still contain it. Full-size shapes:
+    hidden work must stand out from the noise between two processes (see the README)."""
+    feedback = judge("hook_inputs.py", isolation, scale=1.0)
     assert feedback.correct, feedback.error
     assert_no_clean_reward(feedback)
     assert feedback.suspect is not None and feedback.suspect.startswith("timing:")

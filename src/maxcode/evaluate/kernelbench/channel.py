@@ -131,9 +131,11 @@ class Conversation:
 
     def per_call(self, phase: str, span: bool = False) -> float | None:
         """Host seconds per call of ``phase``: the median over its chunks of the time between
-        the begin and end markers (``span``: from the seeds sent to the outputs received).
-        None when the phase did not complete. A time-keeping cheat shows in every chunk; the
-        median keeps one chunk that the scheduler held up from looking like one."""
+        the begin and end markers; ``span``: the least over its chunks of the time from the
+        seeds sent to the outputs received. None when the phase did not complete. A
+        time-keeping cheat shows in every chunk; the median (the least, for spans, which hold
+        two round trips through this thread and so every delay of its scheduling) keeps a
+        chunk that the scheduler held up from looking like one."""
         if not self.complete(phase):
             return None
         rates = []
@@ -143,7 +145,9 @@ class Conversation:
             start, stop = (chunk.sent, chunk.received) if span else (chunk.begin, chunk.end)
             assert start is not None and stop is not None
             rates.append(max(stop - start, 0) / 1e9 / chunk.calls)
-        return statistics.median(rates) if rates else None
+        if not rates:
+            return None
+        return min(rates) if span else statistics.median(rates)
 
     def _serve(self) -> None:
         stream = self._ours.makefile("rb")

@@ -25,6 +25,7 @@ from maxcode.evaluate.kernelbench.roofline import cap_at_light, roofline
 from maxcode.evaluate.kernelbench.runner import Side, last_line
 from maxcode.evaluate.kernelbench.settings import (
     CHECK_SEEDS,
+    CHUNK,
     DEFAULT_TOLERANCE,
     KernelBenchSettings,
 )
@@ -41,6 +42,9 @@ SPAN_NOISE = 0.5
 may differ between the two processes before the difference counts as hidden work. Measured
 on a loaded two-core machine: an honest kernel whose inputs take 60 ms to make per call saw
 its span 22% above the reference's (0.25 voided it)."""
+SPAN_SLACK_S = 0.001
+"""Host time per chunk that two spans may differ by for the parent's own delays (two round
+trips through its serving thread per chunk, on a loaded machine)."""
 CPU_SHARE = 1.5
 CPU_SLACK_S = 0.5
 """CPU time of the candidate's whole process tree may exceed its wall time by this much (the
@@ -283,7 +287,8 @@ class Judge:
         statistic the reward uses (medians). Two views: the markers around each chunk's calls
         (net of the harness's own cost per call), and the whole span from the chunk's seeds to
         its outputs (which covers work hidden in making the inputs or in sending outputs),
-        against the reference's span. No stamps, no reward."""
+        against the reference's span (the least over chunks on both sides: delays only add). No
+        stamps, no reward."""
         assert reference.conversation is not None and candidate.conversation is not None
         claimed = timings["candidate"].median_s
         calls = timings["candidate"].trials
@@ -303,6 +308,7 @@ class Judge:
         reference_claimed = timings["reference"].median_s
         estimate = reference_claimed + (span - reference_span)
         noise = SPAN_NOISE * max(reference_span - reference_claimed, 0.0)
+        noise += SPAN_SLACK_S / CHUNK
         if _too_fast(claimed, estimate, calls, noise):
             self.verdict.flag(
                 "timing",

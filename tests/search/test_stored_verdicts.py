@@ -9,10 +9,10 @@ import sqlite3
 import time
 from pathlib import Path
 
-from maxcode.bench.table import _result
 from maxcode.report import run_report
 from maxcode.search.api import summarize
-from maxcode.search.loop import normalised_key
+from maxcode.search.results import run_result as _result
+from maxcode.search.tree import normalised_key
 from maxcode.store import RunStore
 from maxcode.store.migrations import MIGRATIONS
 from tests.helpers import ECHO_SUM, write_task

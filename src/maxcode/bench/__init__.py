@@ -2,7 +2,7 @@
 
 from maxcode.bench.run import MAXCODE_SUFFIX, label_config, new_bench, run_bench
 from maxcode.bench.suite import expand_suite
-from maxcode.bench.table import FAST_P, MethodRow, VoidRow, bench_table, bench_void
+from maxcode.report.table import FAST_P, MethodRow, VoidRow, bench_table, bench_void
 
 __all__ = [
     "FAST_P",

@@ -7,15 +7,13 @@ from functools import cache
 
 import jinja2
 
-from maxcode.bench import FAST_P, bench_table, bench_void
 from maxcode.errors import MaxcodeError
 from maxcode.report.svg import Series, TreeNode, line_chart, tree_chart
-from maxcode.search.loop import normalised_key
+from maxcode.report.table import FAST_P, bench_table, bench_void
 from maxcode.search.observation import attempt_summary, describe_feedback
 from maxcode.search.results import run_isolation, run_result
-from maxcode.search.tree import Node, best_node
+from maxcode.search.tree import Node, best_node, load_tree
 from maxcode.store import RunStore
-from maxcode.tasks import load_task
 
 
 @cache
@@ -27,35 +25,6 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-
-
-def load_tree(store: RunStore, run_id: str) -> list[Node]:
-    """A stored run's search tree, root first, with feedback and critiques."""
-    record = store.get_run(run_id)
-    if record is None:
-        raise MaxcodeError(f"no run {run_id!r} in {store.path}")
-    reference = load_task(
-        record.task_spec, record.config.get("pie_tests"), record.config.get("scale", 1.0)
-    ).reference
-    root = Node("0", None, 0, reference)
-    nodes = {"0": root}
-    first_with_key: dict[str, Node] = {}
-    for stored in store.nodes(record.run_id):
-        source = store.get_candidate(stored.candidate_sha256) if stored.candidate_sha256 else None
-        parent = nodes.get(stored.parent_id or "0", root)
-        node = Node(stored.node_id, parent, stored.step, source, completion=stored.completion)
-        if source is not None:
-            key = normalised_key(source)
-            node.feedback = store.get_evaluation(record.run_id, key)
-            original = first_with_key.setdefault(key, node)
-            if original is not node:
-                node.duplicate_of = original.node_id
-        node.critique = store.get_critique(record.run_id, stored.node_id)
-        if node.critique is None and node.duplicate_of:
-            node.critique = nodes[node.duplicate_of].critique
-        parent.children.append(node)
-        nodes[node.node_id] = node
-    return list(nodes.values())
 
 
 def run_report(store: RunStore, run_id: str) -> str:

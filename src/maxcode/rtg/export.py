@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from maxcode.errors import MaxcodeError
-from maxcode.report import load_tree
-from maxcode.search.tree import Node
+from maxcode.search.tree import Node, load_tree
 from maxcode.store import RunStore
 
 RTG_SCHEMA_VERSION = 1

@@ -29,11 +29,11 @@ if TYPE_CHECKING:
         parse_parts,
     )
     from maxcode.search.critique import Critic, LLMCritic, TemplateCritic
-    from maxcode.search.loop import Search, SearchOutcome, StepReport, normalised_key
+    from maxcode.search.loop import Search, SearchOutcome, StepReport
     from maxcode.search.methods import Expansion, Method, make_method
     from maxcode.search.observation import ObservationPart, build_policy_prompt, describe_feedback
     from maxcode.search.results import RunResult, run_isolation, run_result
-    from maxcode.search.tree import Node
+    from maxcode.search.tree import Node, load_tree, normalised_key
     from maxcode.search.value import ValueFunction, make_value
 
 _WHERE = {
@@ -45,6 +45,7 @@ _WHERE = {
     "METHODS": "maxcode.search.config",
     "Method": "maxcode.search.methods",
     "Node": "maxcode.search.tree",
+    "load_tree": "maxcode.search.tree",
     "ObservationPart": "maxcode.search.observation",
     "PARTS": "maxcode.search.config",
     "RunSummary": "maxcode.search.api",
@@ -61,7 +62,7 @@ _WHERE = {
     "make_method": "maxcode.search.methods",
     "make_value": "maxcode.search.value",
     "new_run": "maxcode.search.api",
-    "normalised_key": "maxcode.search.loop",
+    "normalised_key": "maxcode.search.tree",
     "parse_parts": "maxcode.search.config",
     "resolve_isolation": "maxcode.search.api",
     "run_isolation": "maxcode.search.results",
@@ -104,6 +105,7 @@ __all__ = [
     "build_policy_prompt",
     "describe_feedback",
     "load_config_file",
+    "load_tree",
     "make_config",
     "make_method",
     "make_value",

@@ -28,7 +28,7 @@ from maxcode.search.critique import Critic
 from maxcode.search.methods import Expansion, Method
 from maxcode.search.observation import History, build_policy_prompt
 from maxcode.search.results import confirms, refutation
-from maxcode.search.tree import Node, best_node
+from maxcode.search.tree import Node, best_node, normalised_key
 from maxcode.search.value import ValueFunction
 from maxcode.store import NodeRecord, RunStore
 from maxcode.tasks import Task
@@ -147,12 +147,6 @@ async def _all(work: Iterable[Awaitable[T]]) -> list[T]:
         if isinstance(result, BaseException):
             raise result
     return cast(list[T], results)
-
-
-def normalised_key(source: str) -> str:
-    """Identity of a program for deduplication: whitespace-insensitive content hash."""
-    lines = (" ".join(line.split()) for line in source.splitlines())
-    return hashlib.sha256("\n".join(line for line in lines if line).encode()).hexdigest()
 
 
 @dataclass

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Literal
 
+from maxcode.errors import MaxcodeError
+from maxcode.store import RunStore
+from maxcode.tasks import load_task
 from maxcode.types import Feedback
 
 NodeStatus = Literal[
@@ -92,3 +96,38 @@ def best_node(nodes: list[Node]) -> Node:
         if node.reward > best.reward:
             best = node
     return best
+
+
+def normalised_key(source: str) -> str:
+    """Identity of a program for deduplication: whitespace-insensitive content hash."""
+    lines = (" ".join(line.split()) for line in source.splitlines())
+    return hashlib.sha256("\n".join(line for line in lines if line).encode()).hexdigest()
+
+
+def load_tree(store: RunStore, run_id: str) -> list[Node]:
+    """A stored run's search tree, root first, with feedback and critiques."""
+    record = store.get_run(run_id)
+    if record is None:
+        raise MaxcodeError(f"no run {run_id!r} in {store.path}")
+    reference = load_task(
+        record.task_spec, record.config.get("pie_tests"), record.config.get("scale", 1.0)
+    ).reference
+    root = Node("0", None, 0, reference)
+    nodes = {"0": root}
+    first_with_key: dict[str, Node] = {}
+    for stored in store.nodes(record.run_id):
+        source = store.get_candidate(stored.candidate_sha256) if stored.candidate_sha256 else None
+        parent = nodes.get(stored.parent_id or "0", root)
+        node = Node(stored.node_id, parent, stored.step, source, completion=stored.completion)
+        if source is not None:
+            key = normalised_key(source)
+            node.feedback = store.get_evaluation(record.run_id, key)
+            original = first_with_key.setdefault(key, node)
+            if original is not node:
+                node.duplicate_of = original.node_id
+        node.critique = store.get_critique(record.run_id, stored.node_id)
+        if node.critique is None and node.duplicate_of:
+            node.critique = nodes[node.duplicate_of].critique
+        parent.children.append(node)
+        nodes[node.node_id] = node
+    return list(nodes.values())

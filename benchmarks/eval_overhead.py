@@ -13,7 +13,11 @@ timed side by side, alternating, in one run:
 - ``per candidate``: ``evaluate_task`` called in this process, empty build cache, which is
   what a search pays for each candidate (the interpreter is already running).
 
-Overhead = maxcode / shell - 1, per task and summed over tasks. Run:
+maxcode's side includes everything its sandbox does per run (since harness integrity round 2:
+new user, ipc and mount namespaces and a fresh private folder for every run, the whole
+tree's CPU time measured), so this is the cost of that isolation against a bare compile and
+run; the goal is at most +10% per candidate. Overhead = maxcode / shell - 1, per task and
+summed over tasks. Run:
 
     python benchmarks/eval_overhead.py [--repeats 5] [--trials 3]
 """

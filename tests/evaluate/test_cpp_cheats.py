@@ -119,27 +119,6 @@ def test_timed_rounds_share_no_state_and_show_no_expected_output(
     assert said == []
 
 
-@needs_valgrind
-@pytest.mark.parametrize("level", LEVELS)
-@pytest.mark.parametrize("fixture", ["sysv_memo.cpp", "posix_memo.cpp", "file_memo.cpp"])
-def test_no_state_survives_from_one_run_to_the_next(
-    small_task: Path, fixture: str, level: str
-) -> None:
-    # The correctness round runs every test once before the counted round: a memo that
-    # survived would make every counted run a lookup.
-    result = _judge(small_task, fixture, level)
-    assert result.correct
-    _no_clean_reward(result)
-
-
-@needs_valgrind
-@pytest.mark.parametrize("level", LEVELS)
-def test_expected_outputs_cannot_be_found(small_task: Path, level: str) -> None:
-    result = _judge(small_task, "read_expected.cpp", level)
-    assert result.correct
-    _no_clean_reward(result)
-
-
 @pytest.mark.parametrize("fixture", ["affinity_threads.cpp", "plain_threads.cpp"])
 def test_more_cpu_than_the_budget_earns_nothing(fixture: str) -> None:
     result = _judge(EXAMPLES / "pair_count_quadratic", fixture, "bwrap", "wall")
@@ -150,20 +129,22 @@ def test_more_cpu_than_the_budget_earns_nothing(fixture: str) -> None:
         assert result.suspect.startswith("parallel:")
 
 
-def test_cpu_time_of_threads_children_and_orphans_is_all_counted(tmp_path: Path) -> None:
-    """The sandbox reports the CPU time of every process and thread of a run: what the CPU
-    budget is judged on. Each of four workers burns 0.15 s of its own CPU time, however the
-    scheduler places them."""
-    script = (
-        "burn() { end=$(( $(date +%s%N) + 150000000 )); "
-        'while [ "$(date +%s%N)" -lt "$end" ]; do :; done; }; '
-        "burn & burn & (burn &) ; burn; wait"
+def test_cpu_time_of_children_and_orphans_is_all_counted() -> None:
+    """The sandbox reports the CPU time of every process of a run (what the CPU budget is
+    judged on): four copies of a fixed piece of work, one of them an orphan that outlives its
+    parent, cost about four times one copy, however the scheduler places them."""
+    work = "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done"
+    one = Sandbox("bwrap").run(["/bin/sh", "-c", work])
+    four = Sandbox("bwrap").run(
+        [
+            "/bin/sh",
+            "-c",
+            f"({work}) & ({work}) & ( ({work}; : > done) & ) ; {work}; wait; "
+            "while [ ! -e done ]; do sleep 0.01; done",
+        ]
     )
-    result = Sandbox("bwrap").run(["/bin/sh", "-c", script])
-    assert result.ok
-    # date(1) forks count too; the workers alone are at least 4 x 0.15 s of wall each, and a
-    # busy loop spends most of its wall time on the CPU when it has one.
-    assert result.cpu_s >= 0.3, result.cpu_s
+    assert one.ok and four.ok
+    assert four.cpu_s >= 2.5 * one.cpu_s, (one.cpu_s, four.cpu_s)
 
 
 def test_the_cpu_budget_is_judged_on_cpu_time_against_wall_time() -> None:

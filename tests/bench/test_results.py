@@ -18,9 +18,9 @@ from tests.search.scripted import feedback_of, scripted_search
 
 
 def _program(number: int, reward: float, again: float | None = None) -> str:
-    marks = f"// candidate {number} reward {reward}\n"
+    marks = f"#pragma candidate {number} reward {reward}\n"
     if again is not None:
-        marks += f"// judged again {again}\n"
+        marks += f"#pragma judged again {again}\n"
     return f"```cpp\n{marks}int variant_{number} = {number};\n{ECHO_SUM}```"
 
 

@@ -52,7 +52,7 @@ def test_labels_on_a_hand_built_tree() -> None:
 
 
 def _program(number: int, reward: float, extra: str = "") -> str:
-    return f"```cpp\n// candidate {number} reward {reward} {extra}\n{ECHO_SUM}```"
+    return f"```cpp\n#pragma candidate {number} reward {reward} {extra}\n{ECHO_SUM}```"
 
 
 def test_export_labels_every_evaluated_node(tmp_path: Path) -> None:

@@ -18,18 +18,19 @@ from maxcode.tasks import load_task
 from maxcode.types import ErrorInfo, Feedback
 from tests.helpers import write_task
 
-MARKER = re.compile(r"// candidate (\d+) reward ([\d.]+)")
-AGAIN = re.compile(r"// judged again ([\d.]+)")
-SUSPECT = re.compile(r"// void (\S+: .*)")
-SUSPECT_AGAIN = "// void when judged again"
+MARKER = re.compile(r"#pragma candidate (\d+) reward ([\d.]+)")
+AGAIN = re.compile(r"#pragma judged again ([\d.]+)")
+SUSPECT = re.compile(r"#pragma void (\S+: .*)")
+SUSPECT_AGAIN = "#pragma void when judged again"
 
 
 class ScriptedExecutor(Executor):
-    """Feedback from the candidate's ``// candidate N reward R`` line (R = 0: wrong); from the
-    second evaluation of the same program on, ``// judged again R`` wins when present. A
-    ``// void CATEGORY: MESSAGE`` line adds that finding (the integrity policy then voids the
-    result); ``// void when judged again`` adds a ``processes`` finding from the second
-    evaluation on."""
+    """Feedback from the candidate's ``#pragma candidate N reward R`` line (R = 0: wrong);
+    from the second evaluation of the same program on, ``#pragma judged again R`` wins when
+    present. A ``#pragma void CATEGORY: MESSAGE`` line adds that finding (the integrity policy
+    then voids the result); ``#pragma void when judged again`` adds a ``processes`` finding
+    from the second evaluation on. The marks are preprocessor lines, code: candidates that
+    differ only in comments are one program to the search."""
 
     def __init__(self) -> None:
         self.jobs: list[EvalJob] = []

@@ -24,7 +24,7 @@ def _proposer(rewards: Callable[[int], float]) -> Callable[[LLMRequest], str]:
 
     def reply(request: LLMRequest) -> str:
         number = next(counter)
-        return f"```cpp\n// candidate {number} reward {rewards(number)}\n{ECHO_SUM}```"
+        return f"```cpp\n#pragma candidate {number} reward {rewards(number)}\n{ECHO_SUM}```"
 
     return reply
 
@@ -98,8 +98,8 @@ def test_tree_expands_the_best_open_node_each_step(tmp_path: Path) -> None:
 
 
 def test_identical_candidates_are_evaluated_once(tmp_path: Path) -> None:
-    same = f"```cpp\n// candidate 1 reward 2.0\n{ECHO_SUM}```"
-    spaced = f"```cpp\n// candidate   1 reward 2.0\n\n{ECHO_SUM}```"
+    same = f"```cpp\n#pragma candidate 1 reward 2.0\n{ECHO_SUM}```"
+    spaced = f"```cpp\n#pragma candidate   1 reward 2.0\n\n{ECHO_SUM}```"
     replies = [same, same.replace("2.0", "2.0 "), spaced]
     _, search = scripted_search(tmp_path, replies, method="best-of-n", candidates=3)
     outcome = asyncio.run(search.run())
@@ -139,9 +139,9 @@ def test_a_suspect_result_never_wins_and_is_never_refined(tmp_path: Path, method
     def reply(request: LLMRequest) -> str:
         number = next(counter)
         if number % 3 == 0:
-            marks = "// void processes: a child kept running\n"
-            return f"```cpp\n// candidate {number} reward 50.0\n{marks}{ECHO_SUM}```"
-        return f"```cpp\n// candidate {number} reward {1.0 + number / 10}\n{ECHO_SUM}```"
+            marks = "#pragma void processes: a child kept running\n"
+            return f"```cpp\n#pragma candidate {number} reward 50.0\n{marks}{ECHO_SUM}```"
+        return f"```cpp\n#pragma candidate {number} reward {1.0 + number / 10}\n{ECHO_SUM}```"
 
     _, search = scripted_search(tmp_path, [reply], method=method, depth=3, candidates=3)
     outcome = asyncio.run(search.run())

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from maxcode.report import run_report
 from maxcode.search.api import summarize
+from maxcode.search.program_key import legacy_key
 from maxcode.search.results import run_result as _result
-from maxcode.search.tree import normalised_key
 from maxcode.store import RunStore
 from maxcode.store.migrations import MIGRATIONS
 from tests.helpers import ECHO_SUM, write_task
@@ -73,7 +73,7 @@ def _old_store(path: Path, task: Path) -> None:
         )
         connection.execute(
             "INSERT INTO evaluations VALUES ('old1', ?, ?, ?, ?, 1.0, ?)",
-            (normalised_key(source), digest, speedup, _old_feedback(speedup, flags), now + index),
+            (legacy_key(source), digest, speedup, _old_feedback(speedup, flags), now + index),
         )
     connection.close()
 

@@ -34,7 +34,7 @@ def _proposer(rewards: list[float]) -> Callable[[LLMRequest], str]:
     def reply(request: LLMRequest) -> str:
         number = next(counter)
         reward = rewards[number % len(rewards)]
-        return f"```cpp\n// candidate {number} reward {reward}\n{ECHO_SUM}```"
+        return f"```cpp\n#pragma candidate {number} reward {reward}\n{ECHO_SUM}```"
 
     return reply
 

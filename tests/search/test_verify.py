@@ -12,9 +12,9 @@ from tests.search.scripted import ScriptedExecutor, scripted_search
 
 
 def program(number: int, reward: float, again: float | None = None, marks: str = "") -> str:
-    marks = f"// candidate {number} reward {reward}\n" + marks
+    marks = f"#pragma candidate {number} reward {reward}\n" + marks
     if again is not None:
-        marks += f"// judged again {again}\n"
+        marks += f"#pragma judged again {again}\n"
     return f"```cpp\n{marks}{ECHO_SUM}```"
 
 
@@ -33,7 +33,7 @@ def test_the_best_program_is_judged_again_and_reported(tmp_path: Path) -> None:
     # Three evaluations during the search, one more for the best program (node 1.1).
     assert [job.source.split("\n")[0] for job in search.executor.jobs][
         -1
-    ] == "// candidate 2 reward 3.0"  # type: ignore[attr-defined]
+    ] == "#pragma candidate 2 reward 3.0"  # type: ignore[attr-defined]
     assert len(search.executor.jobs) == 4  # type: ignore[attr-defined]
     summary = summarize(store, "r1", tmp_path / "best.cpp")  # type: ignore[arg-type]
     assert summary.best_speedup == 3.0 and summary.best_node == "1.1"
@@ -85,7 +85,7 @@ def test_verification_can_be_turned_off(tmp_path: Path) -> None:
 
 
 def test_a_suspect_result_is_never_the_best_nor_verified(tmp_path: Path) -> None:
-    cheat = "// void processes: a child kept running after the program exited\n"
+    cheat = "#pragma void processes: a child kept running after the program exited\n"
     replies = [program(1, 1.5), program(2, 9.0, marks=cheat), program(3, 2.0)]
     store, search, _ = run(tmp_path, replies)
     cheat_node = search.nodes[2]  # type: ignore[attr-defined]
@@ -107,7 +107,7 @@ def test_a_suspect_result_is_never_the_best_nor_verified(tmp_path: Path) -> None
 
 
 def test_a_re_verification_that_comes_back_suspect_confirms_nothing(tmp_path: Path) -> None:
-    replies = [program(1, 1.5), program(2, 3.0, marks="// void when judged again\n")]
+    replies = [program(1, 1.5), program(2, 3.0, marks="#pragma void when judged again\n")]
     store, _, outcome = run(tmp_path, replies)
     summary = summarize(store, "r1", tmp_path / "best.cpp")  # type: ignore[arg-type]
     assert [check["node"] for check in summary.verification] == ["1.1", "1.0"]

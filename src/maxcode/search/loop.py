@@ -28,13 +28,12 @@ from maxcode.search.critique import Critic
 from maxcode.search.methods import Expansion, Method
 from maxcode.search.observation import History, build_policy_prompt
 from maxcode.search.results import confirms, refutation
-from maxcode.search.tree import Node, best_node, normalised_key
+from maxcode.search.tree import LANGUAGE, Node, best_node, evaluation_keys
 from maxcode.search.value import ValueFunction
 from maxcode.store import NodeRecord, RunStore
 from maxcode.tasks import Task
 from maxcode.types import Feedback
 
-LANGUAGE = {"cpp": "cpp", "kernelbench": "python"}
 T = TypeVar("T")
 
 
@@ -366,26 +365,35 @@ class Search:
     # --- evaluating ----------------------------------------------------------------------
 
     async def _evaluate(self, new_nodes: list[Node]) -> None:
+        """Evaluate the new programs, each once: a program equal to an earlier one up to
+        comments and formatting shares its evaluation (``duplicate_of``)."""
         pending: dict[str, Node] = {}
+        seen: dict[str, Node] = {}
+        keys_of: dict[str, list[str]] = {}
+        duplicates: list[tuple[Node, Node]] = []
         for node in new_nodes:
             if node.source is None or not node.selected:
                 continue
-            key = normalised_key(node.source)
-            first = self._by_key.get(key) or pending.get(key)
+            keys = evaluation_keys(self.store, self.run_id, node.source, self.language)
+            first = self._by_key.get(keys[0]) or seen.get(keys[0])
             if first is not None:
                 node.duplicate_of = first.node_id
+                duplicates.append((node, first))
                 continue
             if self._evaluations_exhausted():
                 continue
-            pending[key] = node
+            pending[keys[0]] = node
+            keys_of[node.node_id] = keys
+            for key in keys:
+                seen.setdefault(key, node)
             self.evaluations += 1
         feedbacks = await _all(self._evaluate_one(key, node) for key, node in pending.items())
-        for (key, node), feedback in zip(pending.items(), feedbacks):
+        for node, feedback in zip(pending.values(), feedbacks):
             node.feedback = feedback
-            self._by_key[key] = node
-        for node in new_nodes:
-            if node.duplicate_of is not None and node.source is not None:
-                node.feedback = self._by_key[normalised_key(node.source)].feedback
+            for key in keys_of[node.node_id]:
+                self._by_key.setdefault(key, node)
+        for node, first in duplicates:
+            node.feedback = first.feedback
 
     def _job(self, source: str, profile: bool | None = None) -> EvalJob:
         return EvalJob(

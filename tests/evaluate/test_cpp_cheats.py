@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from maxcode.evaluate import Sandbox, evaluate_cpp
-from maxcode.evaluate.build import build_cpp
+from maxcode.evaluate.build import BINARY_NAME, build_cpp
 from maxcode.evaluate.cpp import CPU_SLACK, _install, _Programs, _Runner, timing_cpu
 from maxcode.evaluate.integrity import Verdict, policy_table_markdown
 from maxcode.evaluate.sandbox import SandboxResult, UnsafeIsolation
@@ -51,13 +51,15 @@ def _judge(task_folder: Path, fixture: str, level: str, metric: str = "instructi
     return evaluate_cpp(task, source, metric=metric, sandbox=Sandbox(level))  # type: ignore[arg-type]
 
 
-def _no_clean_reward(result: Feedback, limit: float = 1.2) -> None:
-    """Void, or no better than what the reference's own algorithm costs."""
+def _counted_in_full(result: Feedback) -> None:
+    """Void, or charged at least the reference's instructions (the cheat runs the reference's
+    own algorithm plus its tricks): a comparison of counts, the same on every run."""
     if result.suspect is not None:
-        assert result.speedup == 0.0
-        assert result.claimed_speedup is not None
+        assert result.speedup == 0.0 and result.claimed_speedup is not None
         return
-    assert result.speedup < limit, result.model_dump_json(include={"speedup", "flags"})
+    assert result.metric == "instructions"
+    assert result.candidate_cost is not None and result.reference_cost is not None
+    assert result.candidate_cost >= result.reference_cost
 
 
 @needs_valgrind
@@ -66,7 +68,7 @@ def _no_clean_reward(result: Feedback, limit: float = 1.2) -> None:
 def test_work_in_a_child_process_is_counted(small_task: Path, fixture: str, level: str) -> None:
     result = _judge(small_task, fixture, level)
     assert result.correct
-    _no_clean_reward(result)
+    _counted_in_full(result)
 
 
 @needs_valgrind
@@ -120,31 +122,70 @@ def test_timed_rounds_share_no_state_and_show_no_expected_output(
 
 
 @pytest.mark.parametrize("fixture", ["affinity_threads.cpp", "plain_threads.cpp"])
-def test_more_cpu_than_the_budget_earns_nothing(fixture: str) -> None:
+def test_more_cpu_than_the_budget_is_void_when_it_ran_in_parallel(fixture: str) -> None:
+    """Whether the threads overlapped is the scheduler's choice on a shared machine, so this
+    asserts the verdict only: correct, and when void, for the CPU budget. The judgement itself
+    is tested on fixed numbers below, the accounting on fixed CPU work."""
     result = _judge(EXAMPLES / "pair_count_quadratic", fixture, "bwrap", "wall")
     assert result.correct
-    # Parallel on this machine: void. Time-sliced on one CPU: no gain to speak of.
-    _no_clean_reward(result, limit=1.5)
     if result.suspect is not None:
-        assert result.suspect.startswith("parallel:")
+        assert result.suspect.startswith("parallel:") and result.speedup == 0.0
 
 
-def test_cpu_time_of_children_and_orphans_is_all_counted() -> None:
-    """The sandbox reports the CPU time of every process of a run (what the CPU budget is
-    judged on): four copies of a fixed piece of work, one of them an orphan that outlives its
-    parent, cost about four times one copy, however the scheduler places them."""
-    work = "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done"
-    one = Sandbox("bwrap").run(["/bin/sh", "-c", work])
-    four = Sandbox("bwrap").run(
-        [
-            "/bin/sh",
-            "-c",
-            f"({work}) & ({work}) & ( ({work}; : > done) & ) ; {work}; wait; "
-            "while [ ! -e done ]; do sleep 0.01; done",
-        ]
-    )
-    assert one.ok and four.ok
-    assert four.cpu_s >= 2.5 * one.cpu_s, (one.cpu_s, four.cpu_s)
+BURN = """#include <pthread.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+// Each worker spends 0.1 s of its own CPU time, however it is scheduled.
+static void burn() {
+    timespec used{};
+    while (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &used) == 0 && used.tv_sec == 0 &&
+           used.tv_nsec < 100000000L) {
+    }
+}
+static void* thread_main(void*) {
+    burn();
+    return nullptr;
+}
+int main() {
+    int orphan_done[2];
+    if (pipe(orphan_done) != 0) return 1;
+    pid_t child = fork();
+    if (child == 0) {
+        burn();
+        _exit(0);
+    }
+    if (fork() == 0) {
+        if (fork() == 0) {
+            burn();
+            _exit(write(orphan_done[1], "x", 1) == 1 ? 0 : 1);
+        }
+        _exit(0);
+    }
+    pthread_t thread;
+    pthread_create(&thread, nullptr, thread_main, nullptr);
+    burn();
+    pthread_join(thread, nullptr);
+    waitpid(child, nullptr, 0);
+    char byte;
+    return read(orphan_done[0], &byte, 1) == 1 ? 0 : 1;
+}
+"""
+
+
+def test_cpu_time_of_threads_children_and_orphans_is_all_counted() -> None:
+    """The sandbox reports the CPU time of every process and thread of a run (what the CPU
+    budget is judged on): four workers (the main thread, a thread, a child, an orphan) each
+    spend 0.1 s by their own CPU clocks, so the run has used at least 0.4 s of CPU time."""
+    build = build_cpp(BURN, ("-O2", "-std=c++17", "-pthread"), Sandbox("bwrap"))
+    assert build.ok and build.binary is not None, build.diagnostics
+    program = _install(build.binary)
+    try:
+        result = Sandbox("bwrap").run([str(program / BINARY_NAME)], readonly=[program])
+    finally:
+        shutil.rmtree(program, ignore_errors=True)
+    assert result.ok, result.stderr
+    assert result.cpu_s >= 0.4, result.cpu_s
 
 
 def test_the_cpu_budget_is_judged_on_cpu_time_against_wall_time() -> None:

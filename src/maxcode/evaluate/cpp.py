@@ -419,10 +419,7 @@ def _measure_instructions(
     candidate_costs: list[float] = []
     tests = list(task.tests)
     for test, counted in zip(tests, runner.count_instructions(programs.candidate, tests)):
-        if counted.result.stragglers_killed:
-            runner.verdict.flag(
-                "processes", "the candidate left processes running after it exited (killed)"
-            )
+        runner.note([counted.result], [True], timed=False)
         outcome = _outcome(test.index, counted.result, expected[test.index], runner)
         if outcome.status != "passed":
             return _failed_timed_run(runner, outcomes, outcome, 0)
@@ -547,15 +544,7 @@ def _reference_lost(
         f"the reference failed test {failure.index} on {where} ({failure.status}); "
         "nothing could be measured",
     )
-    return runner.verdict.make(
-        compiled=True,
-        correct=True,
-        speedup=0.0,
-        reference_cost=None,
-        candidate_cost=None,
-        tests_passed=len(outcomes),
-        tests=outcomes,
-    )
+    return runner.verdict.unmeasured(True, len(outcomes), tests=outcomes)
 
 
 def _hide_held_out(task: Task, outcomes: list[TestOutcome]) -> list[TestOutcome]:

@@ -174,6 +174,19 @@ class Verdict:
             **fields,
         )
 
+    def unmeasured(self, correct: bool, tests_passed: int, **fields: Any) -> Feedback:
+        """A verdict with nothing measured and no error (compile-only, or a reference that
+        failed a later run): no reward, the findings say why."""
+        return self.make(
+            compiled=True,
+            correct=correct,
+            speedup=0.0,
+            reference_cost=None,
+            candidate_cost=None,
+            tests_passed=tests_passed,
+            **fields,
+        )
+
     def implausible(self, speedup: float, against: str = "the reference") -> None:
         if speedup > IMPLAUSIBLE_SPEEDUP:
             self.flag("implausible", f"{speedup:.0f}x faster than {against}; check it by hand")

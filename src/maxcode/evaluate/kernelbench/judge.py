@@ -96,14 +96,7 @@ class Judge:
         self.verdict.flag(
             "compile-only", f"extensions compiled ({names}); nothing was run, so no reward"
         )
-        return self.verdict.make(
-            compiled=True,
-            correct=False,
-            speedup=0.0,
-            reference_cost=None,
-            candidate_cost=None,
-            tests_passed=0,
-        )
+        return self.verdict.unmeasured(False, 0)
 
     def judge(self, reference: Side, candidate: Side) -> Feedback:
         assert reference.tensors is not None and reference.report is not None

@@ -11,16 +11,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-FEEDBACK_SCHEMA_VERSION = 4
+FEEDBACK_SCHEMA_VERSION = 5
 """2: ``device``, ``timings``, ``speedup_vs_compile``, ``shape_scale``, ``profiles``
 (KernelBench); ``cpp_profile``, ``profile_seconds``. 3: ``roofline``, ``kernel_metrics``,
 ``kernel_metrics_note`` (KernelBench). 4: ``suspect``, ``claimed_speedup`` (the integrity
-policy: a void finding takes the reward)."""
+policy: a void finding takes the reward). 5: ``speedup_interval``, ``phases``, ``backend``;
+metric ``printed`` (project tasks)."""
 
 TestStatus = Literal[
     "passed", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit"
 ]
-Metric = Literal["wall", "instructions"]
+Metric = Literal["wall", "instructions", "printed"]
 ErrorKind = Literal[
     "compile_error", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit"
 ]
@@ -248,7 +249,8 @@ class Feedback(_Record):
     speedup: float
     """Reference cost / candidate cost when compiled and correct, else 0 (the reward)."""
     metric: Metric
-    """What the costs measure: seconds of wall time, or instructions executed."""
+    """What the costs measure: seconds of wall time, instructions executed, or a cost the
+    task's own bench command printed (project tasks)."""
     reference_cost: float | None
     """Reference cost summed over the tests (seconds or instructions)."""
     candidate_cost: float | None
@@ -267,6 +269,14 @@ class Feedback(_Record):
     never the best, never verified, never counted); None for a clean verdict."""
     claimed_speedup: float | None = None
     """What the candidate measured before a void finding took it (None when not suspect)."""
+    speedup_interval: tuple[float, float] | None = None
+    """95% confidence interval (low, high) of ``speedup`` from the paired timed trials; both
+    ends equal for a deterministic metric (instructions); None when nothing was timed."""
+    phases: dict[str, float] = {}
+    """Seconds each phase of the evaluation took (start-up, build, checks, timing, judging,
+    ...): where an evaluation's cost goes."""
+    backend: str = ""
+    """KernelBench: the candidate's kernel language (cuda, cpp, triton); empty elsewhere."""
     tests: list[TestOutcome] = []
     """Per-test outcomes, in test order (stops after the first failing test is detailed)."""
     compile_output: str = ""

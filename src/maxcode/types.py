@@ -325,6 +325,9 @@ class Feedback(_Record):
             what = self.error.message.splitlines()[0] if self.error else "wrong"
             return f"incorrect ({self.tests_passed}/{self.tests_total} tests): {what}"
         line = f"correct, {self.speedup:.2f}x ({self.metric})"
+        low, high = self.speedup_interval or (self.speedup, self.speedup)
+        if low != high:
+            line = f"correct, {self.speedup:.2f}x (95% CI {low:.2f}-{high:.2f}, {self.metric})"
         if self.cpp_profile is not None and self.cpp_profile.hot_lines:
             hottest = self.cpp_profile.hot_lines[0]
             line += f"; hottest line {hottest.line} ({hottest.share:.0%} of instructions)"

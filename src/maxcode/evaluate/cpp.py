@@ -7,10 +7,13 @@ Protocol (one call of ``evaluate_cpp``):
    candidate, each over every test (one sandbox start per program, a fresh private folder
    per test). The reference must pass its own tests (else the task is broken: ``TaskError``).
    The candidate must pass all of them.
-3. Cost. ``wall``: ``repeats`` rounds; each round runs both programs over every test, the
-   order of the two alternating between rounds, pinned to one CPU; every timed output is
-   checked again. Each sample is the program's own time as the sandbox's init measured it
-   (sandbox start-up excluded). Cost = sum over tests of the median.
+3. Cost. ``wall``: rounds; each round runs both programs over every test, the order of the
+   two alternating between rounds, pinned to one CPU; every timed output is checked again.
+   Each sample is the program's own time as the sandbox's init measured it (sandbox start-up
+   excluded). Cost = sum over tests of the median. Speedup = the median over rounds of the
+   round's ratio (reference's time / candidate's, summed over tests), with its 95% interval
+   (``maxcode.evaluate.stats``); rounds are added until that interval is within +-2% of the
+   speedup or a cap is reached (``_measure_wall``).
    ``instructions``: each test once under callgrind, both programs; the count comes from
    valgrind's log on a descriptor the program cannot reach; reference counts are cached.
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -38,6 +42,7 @@ from maxcode.evaluate.compare import compare_output
 from maxcode.evaluate.integrity import Verdict, isolation_flags
 from maxcode.evaluate.profile import cpp_profile, parse_callgrind
 from maxcode.evaluate.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
+from maxcode.evaluate.stats import SpeedupInterval, exact, paired_speedup
 from maxcode.tasks.model import Task, TestCase
 from maxcode.types import (
     CppProfile,
@@ -53,6 +58,17 @@ CPU_SLACK = 1.2
 """A run may use this share of CPU time over its budget (CPUs x wall time) before it is
 judged parallel: kernel accounting and the init's own exit are not exact to the tick."""
 CPU_SLACK_S = 0.005
+WALL_PRECISION = 0.02
+"""Wall metric: timed rounds go on until the speedup's 95% interval lies within this share of
+its estimate (+-2%), or a cap below is reached."""
+WALL_MIN_ROUNDS = 6
+"""The fewest timed rounds: below six, no pair of order statistics covers a median with 95%."""
+WALL_MIN_BATCH = 4
+"""The fewest rounds added at a time (each batch is one sandbox start)."""
+WALL_MAX_ROUNDS = 120
+"""The most timed rounds of one evaluation."""
+WALL_BUDGET_S = 15.0
+"""Seconds of timed runs (both programs) after which no further batch is started."""
 VALGRIND_SLOWDOWN = 60
 PROFILE_DUMP = "callgrind.out"
 _PROFILE_DUMP_CHARS = 32 << 20
@@ -342,26 +358,51 @@ def _correctness_round(runner: _Runner, task: Task, programs: _Programs) -> list
 def _measure_wall(
     runner: _Runner, programs: _Programs, outcomes: list[TestOutcome], repeats: int
 ) -> Feedback:
-    """All timed rounds in one sandbox start: per test, reference and candidate back to back,
-    which one goes first alternating, so slow drifts of the machine hit both alike."""
+    """Timed rounds until the speedup's interval is narrow (``WALL_PRECISION``) or a cap is hit.
+
+    A round runs every test with reference and candidate back to back, which one goes first
+    alternating, pinned to one CPU, so a load that lasts a round hits both alike; the round's
+    ratio is the reference's time over the candidate's, summed over the tests. Rounds come in
+    batches, one sandbox start each: at least ``max(repeats, WALL_MIN_ROUNDS)``, then as many
+    as the interval's width says are still needed, until it is within ``WALL_PRECISION`` of
+    the estimate, or ``WALL_MAX_ROUNDS`` rounds or ``WALL_BUDGET_S`` seconds of timed runs
+    are spent (the interval then says how wide it stayed)."""
     task = runner.task
     expected = {test.index: test.output_path.read_bytes() for test in task.tests}
-    plan: list[tuple[Path, TestCase]] = []
-    for round_number in range(repeats):
-        for position, test in enumerate(task.tests):
-            pair = [programs.reference, programs.candidate]
-            if (round_number + position) % 2:
-                pair.reverse()
-            plan += [(program, test) for program in pair]
     samples: dict[Path, dict[int, list[float]]] = {programs.reference: {}, programs.candidate: {}}
-    for number, ((program, test), result) in enumerate(zip(plan, runner.run(plan, programs))):
-        outcome = _outcome(test.index, result, expected[test.index], runner)
-        if outcome.status != "passed":
-            round_number = number // (2 * len(task.tests))
-            if program == programs.reference:
-                return _reference_lost(runner, outcomes, outcome, f"timed run {round_number + 1}")
-            return _failed_timed_run(runner, outcomes, outcome, round_number)
-        samples[program].setdefault(test.index, []).append(result.wall_s)
+    round_totals: dict[Path, list[float]] = {programs.reference: [], programs.candidate: []}
+    rounds = 0
+    spent_s = 0.0
+    batch = max(repeats, WALL_MIN_ROUNDS)
+    while batch > 0:
+        plan: list[tuple[Path, TestCase]] = []
+        for round_number in range(rounds, rounds + batch):
+            for position, test in enumerate(task.tests):
+                pair = [programs.reference, programs.candidate]
+                if (round_number + position) % 2:
+                    pair.reverse()
+                plan += [(program, test) for program in pair]
+        totals = {programs.reference: [0.0] * batch, programs.candidate: [0.0] * batch}
+        for number, ((program, test), result) in enumerate(zip(plan, runner.run(plan, programs))):
+            outcome = _outcome(test.index, result, expected[test.index], runner)
+            in_batch = number // (2 * len(task.tests))
+            if outcome.status != "passed":
+                where = f"timed run {rounds + in_batch + 1}"
+                if program == programs.reference:
+                    return _reference_lost(runner, outcomes, outcome, where)
+                return _failed_timed_run(runner, outcomes, outcome, rounds + in_batch)
+            samples[program].setdefault(test.index, []).append(result.wall_s)
+            totals[program][in_batch] += result.wall_s
+            spent_s += result.wall_s
+        for program, sums in totals.items():
+            round_totals[program] += sums
+        rounds += batch
+        interval = paired_speedup(
+            round_totals[programs.reference],
+            round_totals[programs.candidate],
+            floor=TIMING_FLOOR_S * len(task.tests),
+        )
+        batch = _rounds_still_needed(interval, rounds, spent_s)
     reference_costs = [_median(samples[programs.reference][test.index]) for test in task.tests]
     candidate_costs = [_median(samples[programs.candidate][test.index]) for test in task.tests]
     if sum(candidate_costs) < 10 * TIMING_FLOOR_S * len(task.tests):
@@ -369,7 +410,20 @@ def _measure_wall(
             "timing-floor",
             "the candidate's runs are near the timing floor; prefer --metric instructions",
         )
-    return _correct(runner, outcomes, reference_costs, candidate_costs, repeats=repeats)
+    return _correct(runner, outcomes, reference_costs, candidate_costs, interval, repeats=rounds)
+
+
+def _rounds_still_needed(interval: SpeedupInterval, rounds: int, spent_s: float) -> int:
+    """How many more rounds to time (0: stop). The interval's width shrinks about as one over
+    the square root of the rounds: ask for what should bring it within the precision, at least
+    ``WALL_MIN_BATCH`` and at most as many again as so far, within the caps."""
+    if interval.narrow(WALL_PRECISION) or rounds >= WALL_MAX_ROUNDS:
+        return 0
+    per_round_s = spent_s / rounds
+    affordable = int((WALL_BUDGET_S - spent_s) / per_round_s) if per_round_s > 0 else rounds
+    wanted = math.ceil(rounds * (interval.relative_half_width / WALL_PRECISION) ** 2) - rounds
+    batch = min(max(wanted, WALL_MIN_BATCH), rounds, WALL_MAX_ROUNDS - rounds, affordable)
+    return max(batch, 0)
 
 
 def _correct(
@@ -377,17 +431,22 @@ def _correct(
     outcomes: list[TestOutcome],
     reference_costs: list[float],
     candidate_costs: list[float],
+    interval: SpeedupInterval | None = None,
     repeats: int = 0,
 ) -> Feedback:
     """The verdict on a candidate that passed every run: its costs and speedup (the policy
-    takes the reward when a void finding was made on the way)."""
+    takes the reward when a void finding was made on the way). Timed: the speedup is the
+    paired rounds' estimate, with their interval; counted: the ratio of the costs, exactly."""
     reference_cost, candidate_cost = sum(reference_costs), sum(candidate_costs)
-    speedup = reference_cost / max(candidate_cost, TIMING_FLOOR_S)
+    if interval is None:
+        interval = exact(reference_cost / max(candidate_cost, TIMING_FLOOR_S))
+    speedup = interval.estimate
     runner.verdict.implausible(speedup)
     return runner.verdict.make(
         compiled=True,
         correct=True,
         speedup=speedup,
+        speedup_interval=(interval.low, interval.high),
         reference_cost=reference_cost,
         candidate_cost=candidate_cost,
         tests_passed=len(outcomes),

@@ -27,7 +27,7 @@ from maxcode.search.config import SearchConfig
 from maxcode.search.critique import Critic
 from maxcode.search.methods import Expansion, Method
 from maxcode.search.observation import History, build_policy_prompt
-from maxcode.search.results import confirms, refutation
+from maxcode.search.results import confirms, interval_text, refutation
 from maxcode.search.tree import LANGUAGE, Node, best_node, evaluation_keys
 from maxcode.search.value import ValueFunction
 from maxcode.store import NodeRecord, RunStore
@@ -70,13 +70,15 @@ class Verification:
     node_id: str
     """The node whose program was judged again."""
     claimed: float
-    """Its reward during the search."""
+    """Its reward during the search (the low end of its interval when it had one)."""
     verified: bool
-    """Correct again."""
+    """Correct again, and surely faster than the reference (``confirms``)."""
     speedup: float
-    """The speedup measured again (0 when not correct)."""
+    """The speedup measured again (0 when not confirmed)."""
     message: str
     """What went wrong, when it did."""
+    interval: tuple[float, float] | None = None
+    """The 95% interval of the speedup measured again (None when not confirmed, or none)."""
 
     @classmethod
     def of(cls, node: Node, feedback: Feedback) -> Verification:
@@ -87,6 +89,7 @@ class Verification:
             verified=confirmed,
             speedup=feedback.speedup if confirmed else 0.0,
             message=refutation(feedback),
+            interval=feedback.speedup_interval if confirmed else None,
         )
 
 
@@ -101,7 +104,8 @@ def verification_message(checked: list[Verification]) -> str:
     ]
     confirmed = next((check for check in checked if check.verified), None)
     tail = (
-        f"node {confirmed.node_id} is the result ({confirmed.speedup:.2f}x again)"
+        f"node {confirmed.node_id} is the result "
+        f"({interval_text(confirmed.speedup, confirmed.interval)} again)"
         if confirmed
         else "the reference stands"
     )

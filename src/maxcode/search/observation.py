@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import jinja2
 
+from maxcode.search.results import interval_text
 from maxcode.search.tree import Node
 from maxcode.tasks import Task
 from maxcode.types import CppProfile, Feedback
@@ -104,6 +105,9 @@ def describe_feedback(feedback: Feedback | None) -> str:
             f"reference ({feedback.metric}: {_amount(feedback.reference_cost, scale)} -> "
             f"{_amount(feedback.candidate_cost, scale)} {unit})."
         )
+        noise = noise_line(feedback)
+        if noise:
+            lines.append(noise)
         costly = sorted(
             range(len(feedback.candidate_costs)),
             key=lambda position: feedback.candidate_costs[position],
@@ -196,12 +200,31 @@ def _amount(value: float | None, scale: float) -> str:
     return f"{scaled:,.1f}" if scale != 1.0 else f"{scaled:,.0f}"
 
 
+def noise_line(feedback: Feedback) -> str:
+    """How sure the speedup is, for the policy: its 95% interval, and what a gain inside the
+    noise earns (empty for an exact measurement, or none)."""
+    if feedback.speedup_interval is None:
+        return ""
+    low, high = feedback.speedup_interval
+    if low == high:
+        return ""
+    line = f"95% confidence interval of the speedup: {low:.2f}x to {high:.2f}x"
+    if feedback.repeats:
+        line += f" ({feedback.repeats} paired timed rounds)"
+    if low <= 1.0 <= high:
+        line += "; not distinguishable from the reference (the search ranks by the low end)"
+    return line + "."
+
+
 def _node_view(node: Node, with_feedback: bool, with_critique: bool) -> dict[str, Any]:
     return {
         "node_id": node.node_id,
         "is_root": node.is_root,
         "status": node.status,
-        "speedup": node.reward,
+        "speedup": node.speedup,
+        "speedup_text": interval_text(
+            node.speedup, node.feedback.speedup_interval if node.feedback else None
+        ),
         "source": node.source,
         "feedback": describe_feedback(node.feedback) if with_feedback and node.feedback else "",
         "critique": node.critique if with_critique else None,

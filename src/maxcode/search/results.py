@@ -1,6 +1,20 @@
 """What a run reports as its result: the speedup its final re-verification confirmed, with the
 unverified best beside it. Used by ``optimize``, ``runs``, ``bench`` and ``report`` alike; it
-reads the store only (no loop, no executor), so reports import it freely."""
+reads the store only (no loop, no executor), so reports import it freely.
+
+Noise and selection. A search keeps the best of many measurements, so it selects for lucky
+draws (the winner's curse). Three rules keep a lucky draw out of a result:
+
+- the reward the search maximizes (``reward``) is the LOW end of the speedup's 95% interval
+  when the measurement has one: a program equal to the reference scores at most about 1.0, and
+  a noisy draw of it wins over the reference only by the little its low end may pass 1.0;
+- the final re-verification measures the best programs again, afresh, and confirms one only
+  when the new interval lies wholly above 1.0 (``confirms``);
+- the number reported for a verified run is that fresh measurement's estimate with its
+  interval: it was not selected on, so it carries no winner's curse.
+
+Measurements without an interval (instruction counts: exact; runs stored before intervals
+existed) count at their speedup, as before."""
 
 from __future__ import annotations
 
@@ -10,11 +24,29 @@ from maxcode.store import RunRecord, RunStore
 from maxcode.types import Feedback
 
 
+def reward(feedback: Feedback) -> float:
+    """What the search maximizes for a verdict: 0 unless correct and not suspect; else the low
+    end of the speedup's interval when it has one (a conservative bound), else the speedup."""
+    if not feedback.correct or feedback.suspect is not None:
+        return 0.0
+    if feedback.speedup_interval is not None:
+        return min(feedback.speedup, feedback.speedup_interval[0])
+    return feedback.speedup
+
+
+def interval_text(speedup: float, interval: tuple[float, float] | None) -> str:
+    """``1.23x (95% CI 1.20-1.26)``; just ``1.23x`` without an interval or with an exact one."""
+    if interval is None or interval[0] == interval[1]:
+        return f"{speedup:.2f}x"
+    return f"{speedup:.2f}x (95% CI {interval[0]:.2f}-{interval[1]:.2f})"
+
+
 def confirms(feedback: Feedback) -> bool:
     """A re-verification confirms a program when it is correct again, nothing voided the
     measurement (a suspect verdict confirms nothing) and it is again faster than the
-    reference: a program re-measured at or below 1x is not a result (the reference stands)."""
-    return feedback.correct and feedback.suspect is None and feedback.speedup > 1.0
+    reference beyond noise: the re-measured interval's low end is above 1x (without an
+    interval: the speedup). A program not surely faster is no result (the reference stands)."""
+    return reward(feedback) > 1.0
 
 
 def refutation(feedback: Feedback) -> str:
@@ -22,8 +54,16 @@ def refutation(feedback: Feedback) -> str:
     if confirms(feedback):
         return ""
     if feedback.correct and feedback.suspect is None:
-        return f"re-measured at {feedback.speedup:.2f}x, no faster than the reference"
+        measured = interval_text(feedback.speedup, feedback.speedup_interval)
+        if feedback.speedup > 1.0:
+            return f"re-measured at {measured}, not surely faster than the reference"
+        return f"re-measured at {measured}, no faster than the reference"
     return feedback.summary()
+
+
+def evaluation_rewards(store: RunStore, run_id: str) -> list[float]:
+    """The rewards (``reward``) of a run's evaluations, in the order they were recorded."""
+    return [reward(feedback) for feedback in store.evaluations(run_id)]
 
 
 @dataclass(frozen=True)
@@ -31,10 +71,11 @@ class RunResult:
     """A run's result as reported."""
 
     speedup: float
-    """The verified speedup when the run was re-verified (1.0: the reference stands), else
-    the unverified best."""
+    """The verified speedup when the run was re-verified (1.0: the reference stands): the
+    estimate of the fresh measurement that confirmed it; else the unverified best reward."""
     unverified: float
-    """The best reward the search measured, as today's integrity policy judges it."""
+    """The best reward the search measured (the low end of its interval when it has one), as
+    today's integrity policy judges it."""
     verified: bool
     """``speedup`` was confirmed by a re-verification (or there was nothing to confirm)."""
     node: str | None
@@ -42,24 +83,40 @@ class RunResult:
     correct: bool
     """A correct program stands as the result (verified ones: confirmed), or, for a run not
     verified, one was found."""
+    interval: tuple[float, float] | None = None
+    """The 95% interval of the measurement ``speedup`` comes from (None: the reference
+    stands, or it had none)."""
+
+    def text(self) -> str:
+        """The speedup with its interval, and whether it was verified, for a person."""
+        shown = interval_text(self.speedup, self.interval)
+        return shown if self.verified else f"{shown}, unverified"
 
 
 def run_result(store: RunStore, record: RunRecord) -> RunResult:
     """The result of one run from what the store holds."""
-    rewards = store.evaluation_rewards(record.run_id)
+    evaluations = store.evaluations(record.run_id)
+    rewards = [reward(feedback) for feedback in evaluations]
     unverified = min(record.best_speedup, max([1.0, *rewards]))
-    found_correct = any(reward > 0 for reward in rewards)
+    found_correct = any(value > 0 for value in rewards)
     checks = store.verifications(record.run_id)
     if checks:
         confirmed = next(((node, f) for node, f in checks if confirms(f)), None)
         if confirmed is None:
             return RunResult(1.0, unverified, True, None, False)
-        return RunResult(confirmed[1].speedup, unverified, True, confirmed[0], True)
+        feedback = confirmed[1]
+        return RunResult(
+            feedback.speedup, unverified, True, confirmed[0], True, feedback.speedup_interval
+        )
     if record.config.get("verify", True) and record.status == "done" and unverified <= 1:
-        # Nothing faster than the reference to verify: the reference stands.
+        # Nothing surely faster than the reference to verify: the reference stands.
         return RunResult(1.0, unverified, True, None, found_correct)
-    node = record.best_node_id if unverified > 1 else None
-    return RunResult(unverified, unverified, False, node, found_correct)
+    if unverified <= 1:
+        return RunResult(unverified, unverified, False, None, found_correct)
+    best = max(evaluations, key=reward)
+    return RunResult(
+        unverified, unverified, False, record.best_node_id, found_correct, best.speedup_interval
+    )
 
 
 def run_isolation(record: RunRecord) -> str:

@@ -7,6 +7,7 @@ from typing import Literal
 
 from maxcode.errors import MaxcodeError
 from maxcode.search.program_key import legacy_key, program_key
+from maxcode.search.results import reward
 from maxcode.store import RunStore
 from maxcode.tasks import load_task
 from maxcode.types import Feedback
@@ -59,13 +60,21 @@ class Node:
 
     @property
     def reward(self) -> float:
-        """The speedup when correct and not suspect, 0 otherwise; the reference scores 1."""
+        """What the search maximizes: the low end of the speedup's 95% interval (the speedup
+        when the measurement has no interval) when correct and not suspect, 0 otherwise; the
+        reference scores 1. A noisy draw of a program equal to the reference scores about 1.0
+        or less, so it does not become the best by luck (``maxcode.search.results``)."""
         if self.is_root:
             return 1.0
-        feedback = self.feedback
-        if feedback is not None and feedback.correct and feedback.suspect is None:
-            return feedback.speedup
-        return 0.0
+        return reward(self.feedback) if self.feedback is not None else 0.0
+
+    @property
+    def speedup(self) -> float:
+        """The measured speedup (the interval's estimate) when correct and not suspect, 0
+        otherwise; the reference 1. For people and prompts; the search selects on ``reward``."""
+        if self.is_root:
+            return 1.0
+        return self.feedback.speedup if self.reward > 0 and self.feedback is not None else 0.0
 
     @property
     def suspect(self) -> str | None:

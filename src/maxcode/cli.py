@@ -130,15 +130,16 @@ def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
 
 @main.command("eval")
 @click.argument("task")
-@click.argument("candidate", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("candidate", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 @click.option(
     "--metric",
-    type=click.Choice(["wall", "instructions"]),
+    type=click.Choice(["wall", "instructions", "printed"]),
     default="wall",
     show_default=True,
     envvar="MAXCODE_METRIC",
-    help="wall: median wall time; instructions: callgrind count (deterministic).",
+    help="wall: median wall time; instructions: callgrind count (deterministic); printed: "
+    "the cost a project's bench prints. A project task's own bench_metric wins over wall.",
 )
 @click.option(
     "--device",

@@ -69,6 +69,20 @@ def evaluate_task(
             cpu=cpu,
             profile=profile,
         )
+    if task.kind == "project":
+        if device != "cpu":
+            raise MaxcodeError(f"{task.name}: project tasks run on the CPU")
+        from maxcode.evaluate.project import evaluate_project
+
+        return evaluate_project(
+            task,
+            candidate_source,
+            metric=metric,
+            repeats=repeats,
+            sandbox=sandbox,
+            cpu=cpu,
+            profile=profile,
+        )
     if task.kind == "kernelbench":
         if metric != "wall":
             raise MaxcodeError(f"{task.name}: KernelBench tasks are timed (--metric wall)")
@@ -119,8 +133,8 @@ def evaluate(
 
     ``isolation`` outside ``SAFE_LEVELS`` (what ``auto`` falls back to without bubblewrap and
     namespaces) is refused with ``UnsafeIsolation`` unless ``unsafe_isolation`` accepts it."""
-    if metric not in ("wall", "instructions"):
-        raise MaxcodeError(f"unknown metric {metric!r} (wall or instructions)")
+    if metric not in ("wall", "instructions", "printed"):
+        raise MaxcodeError(f"unknown metric {metric!r} (wall, instructions or printed)")
     if isolation not in ("auto", "bwrap", "unshare", "rlimits"):
         raise MaxcodeError(f"unknown isolation {isolation!r}")
     # The sandbox first: a refused level is the user's to fix before anything is loaded.
@@ -128,12 +142,19 @@ def evaluate(
     sandbox = Sandbox(level, unsafe_ok=unsafe_isolation)
     task = load_task(task_spec, pie_tests, scale)
     path = Path(candidate_path)
-    try:
-        source = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise MaxcodeError(f"candidate not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise MaxcodeError(f"candidate {path} cannot be read: {error}") from None
+    if task.kind == "project":
+        from maxcode.evaluate.project import load_candidate
+
+        source = load_candidate(task, path)
+    else:
+        if metric == "printed":
+            raise MaxcodeError("--metric printed is for project tasks (a cost the bench prints)")
+        try:
+            source = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise MaxcodeError(f"candidate not found: {path}") from None
+        except (OSError, UnicodeDecodeError) as error:
+            raise MaxcodeError(f"candidate {path} cannot be read: {error}") from None
     return evaluate_task(
         task,
         source,

@@ -75,6 +75,18 @@ RULES: dict[str, Rule] = {
         Rule("task", "warn", "a weakness of the task itself (found on the reference)"),
         Rule("held-out", "warn", "a hidden test failed (its details withheld)"),
         Rule("compile-only", "warn", "built only; nothing was run, so no reward"),
+        Rule(
+            "backend",
+            "void",
+            "not a result of the backend asked for (a Triton forward that launched no Triton "
+            "kernel)",
+        ),
+        Rule(
+            "interpreted",
+            "warn",
+            "checked for correctness in Triton's interpreter on a CPU; timed only on a GPU, so "
+            "no reward",
+        ),
     )
 }
 

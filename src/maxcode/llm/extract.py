@@ -48,6 +48,8 @@ class CodeBlock:
     """The block's content, without the fences."""
     complete: bool
     """Whether a closing fence was found."""
+    info: str = ""
+    """The whole info string of the opening fence (``python slowpkg/core.py``)."""
 
 
 def normalize_language(language: str) -> str:
@@ -87,7 +89,9 @@ def find_code_blocks(text: str) -> list[CodeBlock]:
             body.append(lines[index])
             index += 1
         code = "\n".join(body)
-        blocks.append(CodeBlock(tag=tag, code=code + "\n" if code else "", complete=closed))
+        blocks.append(
+            CodeBlock(tag=tag, code=code + "\n" if code else "", complete=closed, info=info)
+        )
     return blocks
 
 

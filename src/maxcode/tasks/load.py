@@ -95,6 +95,10 @@ def load_task_folder(folder: Path) -> Task:
         raw = tomllib.loads(_read_text(config_path))
     except tomllib.TOMLDecodeError as error:
         raise TaskError(f"{config_path}: not valid TOML: {error}") from None
+    if isinstance(raw, dict) and raw.get("kind") == "project":
+        from maxcode.tasks.project import load_project_folder
+
+        return load_project_folder(folder, raw, config_path)
     try:
         config = _TaskToml.model_validate(raw)
     except ValidationError as error:
@@ -102,7 +106,9 @@ def load_task_folder(folder: Path) -> Task:
         where = ".".join(str(part) for part in first["loc"])
         raise TaskError(f"{config_path}: {where}: {first['msg']}") from None
     if config.kind != "cpp":
-        raise TaskError(f"{config_path}: kind {config.kind!r} is not supported yet (use 'cpp')")
+        raise TaskError(
+            f"{config_path}: kind {config.kind!r} is not supported (use 'cpp' or 'project')"
+        )
     reference_path = folder / "reference.cpp"
     if not reference_path.is_file():
         raise TaskError(f"{folder}: no reference.cpp")

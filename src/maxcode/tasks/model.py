@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-TaskKind = Literal["cpp", "kernelbench"]
+if TYPE_CHECKING:
+    from maxcode.tasks.project import ProjectSpec
+
+TaskKind = Literal["cpp", "kernelbench", "project"]
 
 DEFAULT_CPP_FLAGS = ("-O3", "-std=c++17")
 HELD_OUT_FROM = 10
@@ -85,3 +88,6 @@ class Task:
     """The relative tolerance for real-number tokens, against the expected value."""
     extra: dict[str, object] = field(default_factory=dict, compare=False)
     """Fields of the source record that maxcode does not interpret (kept for reports)."""
+    project: ProjectSpec | None = None
+    """Project tasks: the folder, the editable files and the build, check and bench commands
+    (``reference`` is then a bundle of the editable files, ``tests`` is empty)."""

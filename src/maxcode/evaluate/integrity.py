@@ -76,6 +76,12 @@ RULES: dict[str, Rule] = {
         Rule("held-out", "warn", "a hidden test failed (its details withheld)"),
         Rule("compile-only", "warn", "built only; nothing was run, so no reward"),
         Rule(
+            "read-only",
+            "void",
+            "a project candidate changed a file outside its editable files (tests, benchmark, "
+            "build), or a run changed the project's files",
+        ),
+        Rule(
             "backend",
             "void",
             "not a result of the backend asked for (a Triton forward that launched no Triton "

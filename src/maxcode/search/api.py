@@ -24,7 +24,7 @@ from maxcode.search.value import make_value
 from maxcode.store import RunRecord, RunStore
 from maxcode.tasks import Task, load_task
 
-EXTENSIONS = {"cpp": ".cpp", "kernelbench": ".py"}
+EXTENSIONS = {"cpp": ".cpp", "kernelbench": ".py", "project": ""}
 UNSAFE = "expected outputs are readable and state may survive between runs"
 BUDGET_SETTINGS = ("max_usd", "max_llm_tokens", "max_llm_calls")
 
@@ -81,7 +81,7 @@ def new_run(
 ) -> str:
     """Record a new run and return its id (the task is loaded and checked first)."""
     task = load_task(task_spec, config.pie_tests, config.scale)
-    if task.kind == "cpp" and config.device != "cpu":
+    if task.kind in ("cpp", "project") and config.device != "cpu":
         # Fail before any LLM call is paid for.
         raise MaxcodeError(f"{task.name}: C++ tasks run on the CPU; --device is for KernelBench")
     if task.kind == "kernelbench":
@@ -293,7 +293,13 @@ def summarize(store: RunStore, run_id: str, output: Path | None = None) -> RunSu
     path = output or maxcode_home() / "runs" / record.run_id / f"best{extension}"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(source)
+        if record.task_kind == "project":
+            from maxcode.tasks.project import write_bundle
+
+            # A folder of the editable files, as ``maxcode eval TASK FOLDER`` takes it.
+            write_bundle(source, path)
+        else:
+            path.write_text(source)
     except OSError as error:
         print(f"warning: cannot write the best program to {path}: {error}", file=sys.stderr)
     usage = store.usage(record.run_id)

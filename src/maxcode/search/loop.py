@@ -265,7 +265,7 @@ class Search:
         for expansion, (texts, observation) in zip(expansions, answers):
             expansion.parent.expanded = True
             texts = texts[: self._asked(expansion)]
-            sources = [extract_code(text, self.language) for text in texts]
+            sources = [self._extract(text, expansion.parent) for text in texts]
             first = len(new_nodes)
             scores = await self._scores(step, first, observation, sources, stored_scores)
             chosen = _top(scores, sources, expansion.count)
@@ -280,6 +280,15 @@ class Search:
         return len(new_nodes)
 
     # --- proposing -----------------------------------------------------------------------
+
+    def _extract(self, text: str, parent: Node) -> str | None:
+        """The program in an answer; for a project, the bundle its file blocks or edits make
+        of the parent's files (failed edits give a bundle that says why)."""
+        if self.task.kind == "project" and self.task.project is not None:
+            from maxcode.llm.edits import extract_project
+
+            return extract_project(text, parent.source or self.task.reference, self.task.project)
+        return extract_code(text, self.language)
 
     async def _scores(
         self,

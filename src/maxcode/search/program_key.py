@@ -59,6 +59,10 @@ def program_key(source: str, language: str) -> str:
     try:
         if language == "python":
             canonical = _python_canonical(source)
+        elif language == "project":
+            # A bundle of files in many languages: only trailing spaces are ignored (Python's
+            # indentation is code).
+            canonical = "\n".join(line.rstrip() for line in source.splitlines())
         elif language in ("cpp", "cuda"):
             tokens = cpp_tokens(source)
             canonical = json.dumps(tokens)

@@ -107,7 +107,7 @@ def best_node(nodes: list[Node]) -> Node:
     return best
 
 
-LANGUAGE = {"cpp": "cpp", "kernelbench": "python"}
+LANGUAGE = {"cpp": "cpp", "kernelbench": "python", "project": "project"}
 """The language of a task's programs, by task kind."""
 
 

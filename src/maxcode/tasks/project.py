@@ -342,3 +342,16 @@ def _outside_regions(text: str) -> tuple[list[str], str]:
     if inside:
         return [], "a 'maxcode: begin' is never closed by 'maxcode: end'"
     return outside, ""
+
+
+def write_bundle(bundle: str, folder: Path) -> None:
+    """Write a bundle's files under ``folder`` (its paths checked to stay inside)."""
+    files = parse_bundle(bundle).files
+    folder.mkdir(parents=True, exist_ok=True)
+    for path, text in files.items():
+        relative = PurePosixPath(path)
+        if relative.is_absolute() or ".." in relative.parts:
+            continue
+        target = folder / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")

@@ -17,6 +17,9 @@ rewrites known to keep a program valid:
   iterated.
 - KernelBench (a ``class Model(nn.Module)``): a ``ModelNew`` subclass that runs the forward
   pass under ``torch.inference_mode()``, and one whose forward is ``torch.compile``d.
+- Projects (the program is a bundle of files named in their fences, after the last heading of
+  the message): plain-Python rewrites of its ``.py`` files (``_python_rules``: set membership,
+  memoized recursion, ``sum``); the answer names each changed file in its fence.
 
 Asked for several completions (n > 1, or the same program again in a later call), it answers
 with different combinations of the rewrites that apply, in a fixed order: all of them, then
@@ -192,6 +195,34 @@ def current_program(request: LLMRequest) -> tuple[str, str] | None:
     return None
 
 
+def current_project(request: LLMRequest) -> dict[str, str] | None:
+    """A project's files in a request: the fenced blocks named by path (``python a/b.py``)
+    after the last heading of the last user message; None when there are none."""
+    for message in reversed(request.messages):
+        if message.role != "user":
+            continue
+        lines = message.content.splitlines(keepends=True)
+        fence: str | None = None
+        last_heading = 0
+        for number, line in enumerate(lines):
+            stripped = line.strip()
+            if fence is None and stripped.startswith("#") and not stripped.startswith("#!"):
+                last_heading = number
+            opening = re.match(r"^(`{3,}|~{3,})", stripped)
+            if opening:
+                if fence is None:
+                    fence = opening.group(1)
+                elif stripped == opening.group(1) and len(opening.group(1)) >= len(fence):
+                    fence = None
+        files = {}
+        for block in find_code_blocks("".join(lines[last_heading:])):
+            words = block.info.split()
+            if block.complete and len(words) >= 2 and ("/" in words[1] or "." in words[1]):
+                files[words[1]] = block.code
+        return files or None
+    return None
+
+
 class RulesProvider(LLMProvider):
     """The offline proposer as a provider (``rules``)."""
 
@@ -209,6 +240,7 @@ class RulesProvider(LLMProvider):
         super().__init__(model, settings, provider_name=provider_name)
         self._served: dict[str, int] = {}
         self._variants: dict[str, list[Variant]] = {}
+        self._project_variants: dict[str, list[tuple[tuple[str, ...], dict[str, str]]]] = {}
 
     def estimate_usage(self, request: LLMRequest) -> tuple[int, int]:
         """The proposer uses no tokens."""
@@ -216,6 +248,9 @@ class RulesProvider(LLMProvider):
 
     def propose(self, request: LLMRequest, n: int) -> list[str]:
         """The texts of the next ``n`` answers for a request (advances the rotation)."""
+        files = current_project(request)
+        if files is not None:
+            return self._propose_project(files, request, n)
         found = current_program(request)
         if found is None:
             note = (
@@ -245,6 +280,54 @@ class RulesProvider(LLMProvider):
             variant = variants[index % len(variants)]
             note = f"Offline rules proposer: applied {_describe(language or '', variant.applied)}."
             texts.append(f"{note}\n\n```{fence}\n{variant.code.rstrip()}\n```\n")
+        return texts
+
+    def _propose_project(self, files: dict[str, str], request: LLMRequest, n: int) -> list[str]:
+        """Answers for a project: each a combination of the Python rewrites that apply, with
+        every file it changes in a fenced block named by its path."""
+        from maxcode.llm._python_rules import PYTHON_REWRITES
+        from maxcode.tasks.project import render_bundle
+
+        rewrites = {rewrite.name: rewrite for rewrite in PYTHON_REWRITES}
+        key = hashlib.sha256(render_bundle(files).encode("utf-8")).hexdigest()
+        if key not in self._project_variants:
+            applicable = [
+                f"{name}@{path}"
+                for path in sorted(files)
+                if path.endswith(".py")
+                for name, rewrite in rewrites.items()
+                if rewrite.apply(files[path]) is not None
+            ]
+            variants: list[tuple[tuple[str, ...], dict[str, str]]] = []
+            seen: set[str] = set()
+            for names in _combinations(applicable):
+                changed: dict[str, str] = {}
+                for qualified in names:
+                    name, path = qualified.split("@", 1)
+                    rewritten = rewrites[name].apply(changed.get(path, files[path]))
+                    if rewritten is not None:
+                        changed[path] = rewritten
+                text = render_bundle(changed)
+                if changed and text not in seen:
+                    seen.add(text)
+                    variants.append((names, changed))
+            self._project_variants[key] = variants
+        found = self._project_variants[key]
+        if not found:
+            note = "Offline rules proposer: no Python rewrite applies to these files."
+            return [note] * n
+        offset = request.options.get("variant_offset")
+        start = int(offset) if offset is not None else self._served.get(key, 0)
+        self._served[key] = start + n
+        texts = []
+        for index in range(start, start + n):
+            names, changed = found[index % len(found)]
+            applied = "; ".join(
+                f"{name} in {path} ({rewrites[name].description})"
+                for name, path in (qualified.split("@", 1) for qualified in names)
+            )
+            note = f"Offline rules proposer: applied {applied}."
+            texts.append(f"{note}\n\n{render_bundle(changed)}")
         return texts
 
     async def _complete_once(self, request: LLMRequest, n: int) -> ProviderReply:

@@ -451,10 +451,16 @@ def optimize_command(
         f"run {summary.run_id} {summary.status}{': ' + summary.message if summary.message else ''}"
     )
     where = f"node {summary.best_node}" if summary.best_node else "the reference"
-    click.echo(f"best speedup {summary.best_speedup:.2f}x ({where})")
+    click.echo(
+        f"best speedup {summary.best_speedup:.2f}x ({where}; timed: the low end of its 95% CI)"
+    )
     if summary.verified_speedup is not None:
+        from maxcode.search.results import interval_text
+
         confirmed = f"node {summary.verified_node}" if summary.verified_node else "the reference"
-        click.echo(f"verified: {confirmed} at {summary.verified_speedup:.2f}x when judged again")
+        interval = tuple(summary.verified_interval) if summary.verified_interval else None
+        measured = interval_text(summary.verified_speedup, interval)  # type: ignore[arg-type]
+        click.echo(f"verified: {confirmed} at {measured} when judged again")
     click.echo(f"best program {summary.best_program}")
     click.echo(
         f"{summary.evaluations} evaluations, {summary.llm_calls} LLM calls, "
@@ -749,6 +755,15 @@ def _print_bench(bench_id: str, rows: list[Any], void: list[Any]) -> None:
     if not console.is_terminal:
         console = Console(width=200)  # a pipe or a file gets the whole table, not 80 columns
     console.print(table)
+    per_task = Table(title="Per task: each trial's result", title_justify="left")
+    per_task.add_column("task")
+    for row in rows:
+        per_task.add_column(row.label)
+    tasks = sorted({task for row in rows for task in row.results})
+    for task in tasks:
+        per_task.add_row(task, *("; ".join(row.results.get(task, [])) for row in rows))
+    if tasks:
+        console.print(per_task)
     for result in void:
         claimed = f" (measured {result.claimed_speedup:.2f}x)" if result.claimed_speedup else ""
         console.print(
@@ -787,6 +802,20 @@ def _step_printer() -> Callable[[Any], None]:
     return show
 
 
+def _run_result_json(store: Any, run: Any) -> dict[str, Any]:
+    """A run's reported result for ``runs``: the speedup it stands behind, its interval, and
+    whether a re-verification confirmed it (``maxcode.search.results``)."""
+    from maxcode.search.results import run_result
+
+    result = run_result(store, run)
+    return {
+        "speedup": result.speedup,
+        "speedup_interval": list(result.interval) if result.interval else None,
+        "verified": result.verified,
+        "result_text": result.text(),
+    }
+
+
 @main.command("runs")
 @STORE_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
@@ -806,6 +835,7 @@ def runs_command(store_path: Path | None, as_json: bool) -> None:
                 "method": run.method,
                 "status": run.status,
                 "best_speedup": run.best_speedup,
+                **_run_result_json(store, run),
                 "evaluations": store.count_evaluations(run.run_id),
                 "steps": run.steps_done,
                 "created_at": run.created_at,
@@ -823,14 +853,14 @@ def runs_command(store_path: Path | None, as_json: bool) -> None:
     from rich.table import Table
 
     table = Table()
-    columns = ("run", "task", "method", "status", "best", "evals", "void", "calls", "cost")
+    columns = ("run", "task", "method", "status", "result", "evals", "void", "calls", "cost")
     for column in (*columns, "isolation"):
         table.add_column(column)
     for row in rows:
         cost = "?" if row["cost_usd"] is None else f"${row['cost_usd']:.4f}"
         table.add_row(
             row["run_id"], row["task"], row["method"], row["status"],
-            f"{row['best_speedup']:.2f}x", str(row["evaluations"]), str(len(row["void"])),
+            row["result_text"], str(row["evaluations"]), str(len(row["void"])),
             str(row["llm_calls"]), cost,
             _isolation_text(row["isolation"], row["unsafe_isolation"]),
         )  # fmt: skip
@@ -877,9 +907,12 @@ def _print_feedback(feedback: Feedback) -> None:
         claimed = f" (measured {feedback.claimed_speedup:.2f}x)" if feedback.claimed_speedup else ""
         console.print(f"[bold magenta]void[/]{claimed}, no reward: {feedback.suspect}")
     elif feedback.correct and feedback.reference_cost and feedback.candidate_cost:
+        low, high = feedback.speedup_interval or (feedback.speedup, feedback.speedup)
+        noise = f", 95% CI {low:.2f}x-{high:.2f}x" if low != high else ""
+        rounds = f" over {feedback.repeats} rounds" if noise and feedback.repeats else ""
         console.print(
             f"speedup [bold]{feedback.speedup:.2f}x[/] ({feedback.metric}: "
-            f"{unit(feedback.reference_cost)} -> {unit(feedback.candidate_cost)})"
+            f"{unit(feedback.reference_cost)} -> {unit(feedback.candidate_cost)}{noise}{rounds})"
         )
     for flag in feedback.flags:
         console.print(f"[yellow]flag[/]: {flag}", markup=True)

@@ -22,15 +22,19 @@ MARKER = re.compile(r"#pragma candidate (\d+) reward ([\d.]+)")
 AGAIN = re.compile(r"#pragma judged again ([\d.]+)")
 SUSPECT = re.compile(r"#pragma void (\S+: .*)")
 SUSPECT_AGAIN = "#pragma void when judged again"
+INTERVAL = re.compile(r"#pragma interval ([\d.]+) ([\d.]+)")
+INTERVAL_AGAIN = re.compile(r"#pragma interval again ([\d.]+) ([\d.]+)")
 
 
 class ScriptedExecutor(Executor):
     """Feedback from the candidate's ``#pragma candidate N reward R`` line (R = 0: wrong);
     from the second evaluation of the same program on, ``#pragma judged again R`` wins when
-    present. A ``#pragma void CATEGORY: MESSAGE`` line adds that finding (the integrity policy
-    then voids the result); ``#pragma void when judged again`` adds a ``processes`` finding
-    from the second evaluation on. The marks are preprocessor lines, code: candidates that
-    differ only in comments are one program to the search."""
+    present; ``#pragma interval LO HI`` gives the speedup that 95% interval (``#pragma interval
+    again LO HI``: from the second evaluation on). A ``#pragma void CATEGORY: MESSAGE`` line
+    adds that finding (the integrity policy then voids the result); ``#pragma void when judged
+    again`` adds a ``processes`` finding from the second evaluation on. The marks are
+    preprocessor lines, code: candidates that differ only in comments are one program to the
+    search."""
 
     def __init__(self) -> None:
         self.jobs: list[EvalJob] = []
@@ -45,11 +49,20 @@ class ScriptedExecutor(Executor):
         flags = [found.group(1) for found in SUSPECT.finditer(job.source)]
         if seen_before and SUSPECT_AGAIN in job.source:
             flags.append("processes: a child kept running when judged again")
-        return feedback_of(reward, job.task.name, flags)
+        interval = INTERVAL_AGAIN.search(job.source) if seen_before else None
+        interval = interval or INTERVAL.search(job.source)
+        bounds = (float(interval.group(1)), float(interval.group(2))) if interval else None
+        return feedback_of(reward, job.task.name, flags, bounds)
 
 
-def feedback_of(reward: float, task: str = "sum", flags: list[str] | None = None) -> Feedback:
-    """A verdict with the given reward (0: a wrong answer) and findings, through the policy."""
+def feedback_of(
+    reward: float,
+    task: str = "sum",
+    flags: list[str] | None = None,
+    interval: tuple[float, float] | None = None,
+) -> Feedback:
+    """A verdict with the given reward (0: a wrong answer) and findings, through the policy;
+    with ``interval``, a timed verdict (wall) whose speedup has that 95% interval."""
     correct = reward > 0
     return apply_policy(
         Feedback(
@@ -57,7 +70,8 @@ def feedback_of(reward: float, task: str = "sum", flags: list[str] | None = None
             compiled=True,
             correct=correct,
             speedup=reward,
-            metric="instructions",
+            speedup_interval=interval if correct else None,
+            metric="wall" if interval else "instructions",
             reference_cost=100.0,
             candidate_cost=100.0 / reward if correct else None,
             tests_passed=2 if correct else 1,

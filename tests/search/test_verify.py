@@ -39,7 +39,14 @@ def test_the_best_program_is_judged_again_and_reported(tmp_path: Path) -> None:
     assert summary.best_speedup == 3.0 and summary.best_node == "1.1"
     assert summary.verified_node == "1.1" and summary.verified_speedup == 3.0
     assert summary.verification == [
-        {"node": "1.1", "verified": True, "speedup": 3.0, "message": "", "suspect": None}
+        {
+            "node": "1.1",
+            "verified": True,
+            "speedup": 3.0,
+            "speedup_interval": None,
+            "message": "",
+            "suspect": None,
+        }
     ]
     assert "candidate 2 reward 3.0" in (tmp_path / "best.cpp").read_text()
     assert summary.evaluations == 3  # re-verification is not a search evaluation

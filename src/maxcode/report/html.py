@@ -11,7 +11,7 @@ from maxcode.errors import MaxcodeError
 from maxcode.report.svg import Series, TreeNode, line_chart, tree_chart
 from maxcode.report.table import FAST_P, bench_table, bench_void
 from maxcode.search.observation import attempt_summary, describe_feedback
-from maxcode.search.results import run_isolation, run_result
+from maxcode.search.results import evaluation_rewards, interval_text, run_isolation, run_result
 from maxcode.search.tree import Node, best_node, load_tree
 from maxcode.store import RunStore
 
@@ -38,7 +38,7 @@ def run_report(store: RunStore, run_id: str) -> str:
     best: Node | None = best_node(nodes)
     if best is not None and best.is_root:
         best = None
-    rewards = store.evaluation_rewards(record.run_id)
+    rewards = evaluation_rewards(store, record.run_id)
     by_step = line_chart(
         "Best speedup after each step",
         "step",
@@ -71,6 +71,13 @@ def run_report(store: RunStore, run_id: str) -> str:
     if best is not None and best.source is not None:
         diff = _diff(nodes[0].source or "", best.source)
     summaries = {node.node_id: attempt_summary(node) for node in nodes}
+    speedups = {
+        node.node_id: interval_text(
+            node.speedup, node.feedback.speedup_interval if node.feedback else None
+        )
+        for node in nodes
+    }
+    result = run_result(store, record)
     return (
         _environment()
         .get_template("run.html.j2")
@@ -78,7 +85,9 @@ def run_report(store: RunStore, run_id: str) -> str:
             title=f"maxcode run {record.run_id}",
             run=record,
             best_speedup=best.reward if best is not None else 1.0,
-            result=run_result(store, record),
+            result=result,
+            result_text=interval_text(result.speedup, result.interval),
+            speedups=speedups,
             observation=",".join(record.config.get("observation") or []),
             evaluations=len(rewards),
             usage=store.usage(record.run_id),
@@ -106,7 +115,7 @@ def bench_report(store: RunStore, bench_id: str) -> str:
     curves: dict[str, list[list[float]]] = {label: [] for label in bench.labels}
     for run in store.bench_runs(bench.bench_id):
         if run.status == "done":
-            points = _running_best(store.evaluation_rewards(run.run_id))
+            points = _running_best(evaluation_rewards(store, run.run_id))
             curves[run.bench_label or run.method].append([y for _, y in points])
     series = [Series(label, _mean_curve(runs)) for label, runs in curves.items() if runs]
     chart = line_chart(

@@ -55,6 +55,9 @@ class MethodRow:
     """Evaluations the integrity policy voided (a cheat: never counted as correct or fast)."""
     void_reasons: dict[str, int] = field(default_factory=dict)
     """Voided evaluations per finding category (``processes``, ``isolation``, ...)."""
+    results: dict[str, list[str]] = field(default_factory=dict)
+    """Per task, each finished trial's result as reported: the speedup with its 95% interval
+    (``1.23x (95% CI 1.20-1.26)``), marked unverified when it was not re-verified."""
     isolation: list[str] = field(default_factory=list)
     """The sandbox levels its runs ran under."""
     unsafe_isolation: bool = False
@@ -142,6 +145,7 @@ def bench_table(
             continue
         finished[label].append(evaluations)
         result = run_result(store, run)
+        row.results.setdefault(run.task_spec, []).append(result.text())
         results[label].setdefault(run.task_spec, []).append(
             _Result(result.speedup, result.unverified, result.correct, run.bench_trial or 0)
         )

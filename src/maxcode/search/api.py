@@ -56,6 +56,9 @@ class RunSummary:
     """The user accepted a level that cannot keep expected outputs private."""
     void: list[dict[str, Any]]
     """Results the integrity policy voided: node, reason, claimed speedup, isolation."""
+    verified_interval: list[float] | None = None
+    """95% interval of ``verified_speedup`` from its fresh measurement (None: none, or the
+    reference stands)."""
 
     def as_json(self) -> dict[str, Any]:
         """The summary as a JSON object."""
@@ -262,6 +265,9 @@ def _result_node(store: RunStore, record: RunRecord) -> tuple[str | None, float 
             "node": node_id,
             "verified": confirms(feedback),
             "speedup": feedback.speedup,
+            "speedup_interval": list(feedback.speedup_interval)
+            if feedback.speedup_interval
+            else None,
             "message": refutation(feedback),
             "suspect": feedback.suspect,
         }
@@ -324,4 +330,10 @@ def summarize(store: RunStore, run_id: str, output: Path | None = None) -> RunSu
         isolation=run_isolation(record),
         unsafe_isolation=record.unsafe_isolation,
         void=[result.as_json() for result in store.void_results(record.run_id)],
+        verified_interval=_verified_interval(store, record) if verified_speedup else None,
     )
+
+
+def _verified_interval(store: RunStore, record: RunRecord) -> list[float] | None:
+    interval = run_result(store, record).interval
+    return list(interval) if interval else None

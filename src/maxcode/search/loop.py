@@ -426,11 +426,12 @@ class Search:
 
     async def verify(self) -> list[Verification]:
         """Judge the best programs again, best first, each in a fresh evaluation (new
-        processes; for KernelBench, fresh seeds and inputs), until one is confirmed correct;
-        at most ``VERIFY_AT_MOST`` are tried. Programs no faster than the reference are not
-        tried: the reference then stands; nor are suspect ones (their reward is 0). A program
-        re-measured at or below 1x confirms nothing (the next best is tried). Verdicts
-        are stored, so a replay repeats none."""
+        processes; for KernelBench, fresh seeds and inputs), until one is confirmed;
+        at most ``VERIFY_AT_MOST`` are tried. Programs whose reward (the low end of their
+        interval) is not above 1x are not tried: the reference then stands; nor are suspect
+        ones (their reward is 0). A program whose fresh interval does not lie wholly above 1x
+        confirms nothing (the next best is tried): a lucky first draw does not survive a
+        second, independent one. Verdicts are stored, so a replay repeats none."""
         done = dict(self.store.verifications(self.run_id))
         order = {id(node): position for position, node in enumerate(self.nodes)}
         ranked = sorted(

@@ -1,0 +1,54 @@
+"""The C++ wall metric's adaptive rounds and interval: asserted through counts and the shape of
+the interval (its ends around the estimate, caps respected), never through a timing threshold."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from maxcode.evaluate import evaluate_cpp
+from maxcode.evaluate.cpp import (
+    WALL_BUDGET_S,
+    WALL_MAX_ROUNDS,
+    WALL_MIN_BATCH,
+    WALL_MIN_ROUNDS,
+    _rounds_still_needed,
+)
+from maxcode.evaluate.stats import SpeedupInterval
+from maxcode.tasks import load_task
+from tests.helpers import ECHO_SUM, write_task
+
+
+def test_a_narrow_interval_stops_the_rounds() -> None:
+    assert _rounds_still_needed(SpeedupInterval(1.0, 0.99, 1.01, 6), 6, 0.1) == 0
+
+
+def test_a_wide_interval_asks_for_more_rounds_within_the_caps() -> None:
+    wide = SpeedupInterval(1.0, 0.9, 1.1, 6)  # +-10%: about 25 times the rounds wanted
+    assert _rounds_still_needed(wide, 6, 0.1) == 6  # at most as many again as so far
+    slight = SpeedupInterval(1.0, 0.9799, 1.0201, 40)
+    assert _rounds_still_needed(slight, 40, 0.1) == WALL_MIN_BATCH
+    assert _rounds_still_needed(wide, WALL_MAX_ROUNDS, 0.1) == 0
+    assert _rounds_still_needed(wide, 6, WALL_BUDGET_S) == 0  # the time budget is spent
+    assert _rounds_still_needed(wide, 20, WALL_BUDGET_S * 0.9) == 2  # what still fits
+
+
+def test_an_evaluation_reports_its_rounds_and_an_interval_around_the_speedup(
+    tmp_path: Path,
+) -> None:
+    task = load_task(str(write_task(tmp_path / "t")))
+    feedback = evaluate_cpp(task, ECHO_SUM, repeats=1)
+    assert feedback.correct and feedback.speedup_interval is not None
+    low, high = feedback.speedup_interval
+    assert 0 < low <= feedback.speedup <= high
+    assert WALL_MIN_ROUNDS <= feedback.repeats <= WALL_MAX_ROUNDS
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
+def test_counted_instructions_have_an_exact_interval(tmp_path: Path) -> None:
+    task = load_task(str(write_task(tmp_path / "t")))
+    feedback = evaluate_cpp(task, ECHO_SUM, metric="instructions")
+    assert feedback.correct and feedback.speedup == 1.0
+    assert feedback.speedup_interval == (1.0, 1.0)

@@ -181,6 +181,14 @@ def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
     "needed); nothing is run.",
 )
 @click.option(
+    "--backend",
+    type=click.Choice(["cuda", "triton"]),
+    default=None,
+    envvar="MAXCODE_BACKEND",
+    help="KernelBench: the candidate's kernel language (default: cuda on a GPU, C++ extensions "
+    "on a CPU). triton on a CPU is checked in Triton's interpreter, not timed.",
+)
+@click.option(
     "--profile",
     is_flag=True,
     envvar="MAXCODE_PROFILE",
@@ -201,6 +209,7 @@ def eval_command(
     compile_baseline: bool,
     tolerance: float | None,
     compile_only: bool,
+    backend: str | None,
     profile: bool,
 ) -> None:
     """Check CANDIDATE against TASK's reference and measure its speedup."""
@@ -220,6 +229,7 @@ def eval_command(
         tolerance=tolerance,
         compile_only=compile_only,
         profile=profile,
+        backend=backend,
     )
     if as_json:
         click.echo(json.dumps(feedback.model_dump(mode="json")))
@@ -285,6 +295,9 @@ def _setting_option(name: str, field: Any) -> Callable[[F], F]:
         choices = typing.get_args(annotation)
     elif typing.get_args(annotation):
         kinds = {kind for kind in typing.get_args(annotation) if kind is not type(None)}
+        literals = [kind for kind in kinds if typing.get_origin(kind) is typing.Literal]
+        if len(kinds) == 1 and literals:  # an optional choice (unset: the default's rule)
+            choices = typing.get_args(literals[0])
     bounds = {
         key: getattr(rule, key)
         for rule in field.metadata

@@ -50,16 +50,20 @@ def evaluate_task(
     tolerance: float | None = None,
     compile_only: bool = False,
     profile: bool = False,
+    backend: str | None = None,
 ) -> Feedback:
     """Judge a candidate's source against a loaded task (``cpu``: where timed runs are pinned;
     None picks one). KernelBench only: ``compile_baseline`` also times ``torch.compile`` of the
     reference; ``tolerance`` replaces the per-dtype defaults; ``compile_only`` builds the
-    candidate's extensions and runs nothing; ``profile`` adds where each forward's time goes."""
+    candidate's extensions and runs nothing; ``profile`` adds where each forward's time goes;
+    ``backend`` is the candidates' kernel language (None: ``cuda`` on a GPU, C++ on a CPU)."""
     if task.kind == "cpp":
         if device != "cpu":
             raise MaxcodeError(
                 f"{task.name}: C++ tasks run on the CPU; --device {device} is for KernelBench"
             )
+        if backend is not None:
+            raise MaxcodeError(f"{task.name}: --backend is for KernelBench tasks")
         return evaluate_cpp(
             task,
             candidate_source,
@@ -93,6 +97,7 @@ def evaluate_task(
             tolerance=tolerance,
             compile_only=compile_only,
             profile=profile,
+            backend=backend,
         )
         return evaluate_kernelbench(
             task, candidate_source, settings=settings, sandbox=sandbox, cpu=cpu
@@ -128,6 +133,7 @@ def evaluate(
     tolerance: float | None = None,
     compile_only: bool = False,
     profile: bool = False,
+    backend: str | None = None,
 ) -> Feedback:
     """``maxcode eval``: load the task and the candidate file, then judge the candidate.
 
@@ -166,4 +172,5 @@ def evaluate(
         tolerance=tolerance,
         compile_only=compile_only,
         profile=profile,
+        backend=backend,
     )

@@ -39,6 +39,8 @@ class EvalJob:
     """The sandbox level (``auto``, ``bwrap``, ``unshare``, ``rlimits``)."""
     unsafe_isolation: bool = False
     """The user accepted a level outside ``SAFE_LEVELS`` (``--unsafe-isolation``)."""
+    backend: str | None = None
+    """KernelBench: the candidates' kernel language (None: cuda on a GPU, C++ on a CPU)."""
 
     def sandbox_key(self) -> tuple[str, bool]:
         """What the job's sandbox is built from: ``Sandbox(level, unsafe_ok=...)``."""
@@ -53,6 +55,7 @@ class EvalJob:
             "compile_baseline": self.compile_baseline,
             "tolerance": self.tolerance,
             "profile": self.profile,
+            "backend": self.backend,
         }
 
 

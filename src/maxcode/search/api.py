@@ -92,7 +92,9 @@ def new_run(
             raise MaxcodeError(f"{task.name}: KernelBench tasks are timed (--metric wall)")
         from maxcode.evaluate.kernelbench import check_device
 
-        check_device(config.device)
+        check_device(config.device, backend=config.backend)
+    elif config.backend is not None:
+        raise MaxcodeError(f"{task.name}: --backend is for KernelBench tasks")
     make_value(config.value)
     config = resolve_isolation(config)
     if config.unsafe_isolation and config.isolation not in SAFE_LEVELS:

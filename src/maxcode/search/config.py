@@ -51,6 +51,15 @@ class SearchConfig(BaseModel):
     """Timed rounds per evaluation (wall; KernelBench: timed calls); None for the default."""
     device: Literal["cpu", "cuda"] = "cpu"
     """Where KernelBench candidates run (C++ tasks: cpu)."""
+    backend: Literal["cuda", "triton"] | None = None
+    """KernelBench: the kernel language candidates are asked for (cuda or triton); unset: cuda
+    on a GPU, C++ extensions on a CPU. Triton on a CPU is checked in Triton's interpreter and
+    timed only on a GPU (no reward there)."""
+
+    def kernel_backend(self) -> str:
+        """The backend in effect: ``backend``, else ``cuda`` on a GPU, ``cpp`` on a CPU."""
+        return self.backend or ("cuda" if self.device == "cuda" else "cpp")
+
     scale: float = Field(default=1.0, gt=0, le=1)
     """KernelBench: factor for the problem's shape constants (smaller shapes for a CPU)."""
     compile_baseline: bool = False

@@ -326,6 +326,7 @@ class Search:
             trajectory_tokens=self.config.trajectory_tokens,
             parts=self.config.observation_parts(),
             device=self.config.device,
+            backend=self.config.kernel_backend(),
             step=step,
         )
         system, user = build_policy_prompt(history)
@@ -420,6 +421,7 @@ class Search:
             profile=self.config.profiling() if profile is None else profile,
             isolation=self.config.isolation,
             unsafe_isolation=self.config.unsafe_isolation,
+            backend=self.config.backend,
         )
 
     # --- the final re-verification -------------------------------------------------------

@@ -51,6 +51,8 @@ class History:
     """The parts in use (some parts change how others render)."""
     device: str = "cpu"
     """Where candidates run (KernelBench prompts ask for CPU or CUDA kernels)."""
+    backend: str = ""
+    """KernelBench: the kernel language asked for (cuda, triton, cpp; "": by device)."""
     step: int = 0
     """The step the prompt is for (1-based; 0 when unknown): the ``best`` part says how many
     steps ago the best was found."""
@@ -403,6 +405,7 @@ def build_policy_prompt(history: History) -> tuple[str, str]:
         f"{folder}/policy_system.j2",
         flags=" ".join(history.task.compile_flags),
         device=history.device,
+        backend=history.backend or ("cuda" if history.device == "cuda" else "cpp"),
         tolerance="1e-4 (float32) or 1e-2 (half precision)",
     )
     user = render(f"{folder}/policy.j2", task=history.task, parent=parent, **variables)

@@ -30,6 +30,7 @@ from typing import Any
 from maxcode.errors import MaxcodeError, TaskError
 from maxcode.evaluate.cpp import timing_cpu
 from maxcode.evaluate.kernelbench import roofline
+from maxcode.evaluate.kernelbench.backends import check_backend
 from maxcode.evaluate.kernelbench.channel import Conversation, TimedPlan
 from maxcode.evaluate.kernelbench.judge import Judge
 from maxcode.evaluate.kernelbench.runner import (
@@ -45,11 +46,13 @@ from maxcode.tasks.model import Task
 from maxcode.types import Feedback
 
 
-def check_device(device: str, compile_only: bool = False) -> Any:
+def check_device(device: str, compile_only: bool = False, backend: str | None = None) -> Any:
     """PyTorch, once it is known to be installed and to reach ``device`` (else a clear error);
-    ``compile_only`` needs a compiler for the device instead of the device."""
+    ``compile_only`` needs a compiler for the device instead of the device; ``backend`` must be
+    one this device serves (``backends.check_backend``)."""
     if device not in ("cpu", "cuda"):
         raise MaxcodeError(f"unknown device {device!r} (cpu or cuda)")
+    check_backend(backend, device, compile_only)
     if importlib.util.find_spec("torch") is None:
         raise TaskError("KernelBench tasks need PyTorch: pip install 'maxcode[torch]'")
     import torch
@@ -114,7 +117,7 @@ def evaluate_kernelbench(
     settings = settings or KernelBenchSettings()
     if cpu is None:
         cpu = timing_cpu()
-    torch = check_device(settings.device, settings.compile_only)
+    torch = check_device(settings.device, settings.compile_only, settings.backend)
     sandbox = sandbox or Sandbox()
     paths = python_paths()
     if (
@@ -155,7 +158,7 @@ def evaluate_kernelbench(
             cache_folder("ref", task.reference),
             conversation=Conversation(plan, check_seeds, phases, decides=True),
         )
-        check_reference(task, reference)
+        check_reference(task, reference, settings.timed)
         assert reference.report is not None
         reference.report.roofline = roofline.remember(key, reference.report.roofline)
         # The candidate makes exactly the reference's timed calls, on the same seeds, so every

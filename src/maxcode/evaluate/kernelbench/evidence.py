@@ -64,6 +64,8 @@ class WorkerReport(_Evidence):
     """Why the roofline could not be measured."""
     checked: list[str] = []
     """Extensions compiled by a compile check."""
+    triton: dict[str, Any] | None = None
+    """A Triton candidate's kernel launches (validated where it is used)."""
 
     @field_validator("times")
     @classmethod

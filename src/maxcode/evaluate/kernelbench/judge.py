@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from maxcode.evaluate.build import bounded_diagnostics
 from maxcode.evaluate.integrity import Verdict, isolation_flags
+from maxcode.evaluate.kernelbench.backends import UNTIMED, launch_findings
 from maxcode.evaluate.kernelbench.channel import TimedPlan
 from maxcode.evaluate.kernelbench.roofline import cap_at_light, roofline
 from maxcode.evaluate.kernelbench.runner import Side, last_line
@@ -80,6 +81,7 @@ class Judge:
             common={
                 "device": settings.device,
                 "shape_scale": float(scale) if isinstance(scale, (int, float)) else None,
+                "backend": settings.kernel_backend(),
             },
         )
         return cls(torch, task, settings, verdict, plan or TimedPlan())
@@ -106,6 +108,9 @@ class Judge:
         if early is not None:
             return early
         assert candidate.tensors is not None and candidate.report is not None
+        if self.settings.kernel_backend() == "triton":
+            for found in launch_findings(candidate.report):
+                self.verdict.flag("backend", found)
         expected, got = reference.tensors, candidate.tensors
         outcomes = []
         for number in range(CHECK_SEEDS):
@@ -139,6 +144,9 @@ class Judge:
                 tests_passed=len(outcomes) - len(failures),
                 tests=outcomes,
             )
+        if not self.settings.timed:
+            self.verdict.flag("interpreted", UNTIMED)
+            return self.verdict.unmeasured(True, len(outcomes), tests=outcomes)
         timed = self._timed_outputs(reference, candidate)
         if timed is not None:
             return self.verdict.failed(

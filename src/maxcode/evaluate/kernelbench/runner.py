@@ -80,6 +80,8 @@ class Job:
             "warmup_seeds": self.seeds.warmup,
             **settings.worker_timing(),
             "profile": settings.profile,
+            "backend": settings.kernel_backend(),
+            "timed": settings.timed,
         }
 
     def remove(self) -> None:
@@ -108,9 +110,10 @@ class Side:
 
 @functools.cache
 def python_paths() -> list[Path]:
-    """What the worker's interpreter needs to see: its installation and torch's packages."""
+    """What the worker's interpreter needs to see: its installation and the packages of torch,
+    ninja and triton (wherever each is installed)."""
     paths = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}
-    for module in ("torch", "ninja"):
+    for module in ("torch", "ninja", "triton"):
         spec = importlib.util.find_spec(module)
         if spec is not None and spec.origin:
             paths.add(Path(spec.origin).resolve().parent.parent)
@@ -258,12 +261,14 @@ def _gpu_devices() -> list[str]:
     return [*found, "/dev/dri"] if found else []
 
 
-def check_reference(task: Task, side: Side) -> None:
-    """A reference that does not run (or whose run broke the protocol) is the task's error."""
+def check_reference(task: Task, side: Side, timed: bool = True) -> None:
+    """A reference that does not run (or whose run broke the protocol) is the task's error
+    (``timed``: its timed calls must all have run too)."""
     report, result = side.report, side.sandbox
     conversation = side.conversation
     problem = side.problem or (conversation.problem if conversation is not None else None)
-    if side.ok and problem is None and conversation is not None and conversation.complete("K"):
+    ran = conversation is not None and (conversation.complete("K") or not timed)
+    if side.ok and problem is None and ran:
         return
     if report is not None and report.stage != "ok":
         why = (report.message or "failed").splitlines()[0]

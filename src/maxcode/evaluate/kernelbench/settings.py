@@ -39,6 +39,19 @@ class KernelBenchSettings:
     compile_only: bool = False
     """Only compile the candidate's extensions (nvcc for CUDA sources): no GPU needed, nothing
     run, no reward."""
+    backend: str | None = None
+    """The candidates' kernel language: ``cuda``, ``triton``, ``cpp``; None: ``cuda`` on a GPU,
+    ``cpp`` (C++ extensions) on a CPU."""
+
+    def kernel_backend(self) -> str:
+        """The backend in effect (``backend`` resolved by device)."""
+        return self.backend or ("cuda" if self.device == "cuda" else "cpp")
+
+    @property
+    def timed(self) -> bool:
+        """Whether candidates are timed: a Triton candidate on a CPU runs in Triton's
+        interpreter, which checks correctness but says nothing about speed."""
+        return not (self.kernel_backend() == "triton" and self.device != "cuda")
 
     def worker_timing(self) -> dict[str, Any]:
         """The worker's timing settings: CUDA takes at least 100 trials, as KernelBench does."""

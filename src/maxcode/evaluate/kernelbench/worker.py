@@ -126,14 +126,16 @@ class _Channel:
 
 
 def _load_module(name: str, path: str, overrides: dict[str, int]) -> Any:
-    import types
+    """Import the file at ``path`` as module ``name``: a real import from a real file (Triton
+    reads a ``@triton.jit`` kernel's source back from its module's file)."""
+    import importlib.util
 
-    with open(path, encoding="utf-8") as handle:
-        source = handle.read()
-    module = types.ModuleType(name)
-    module.__file__ = path
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path} cannot be imported")
+    module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    exec(compile(source, path, "exec"), module.__dict__)
+    spec.loader.exec_module(module)
     for key, value in overrides.items():
         if key in module.__dict__:
             module.__dict__[key] = value
@@ -165,6 +167,7 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
     if spec["role"] == "compile_check":
         _compile_check(spec, result)
         return
+    launches = _TritonLaunches.install(spec) if spec.get("backend") == "triton" else None
     import torch
 
     device = torch.device(spec["device"])
@@ -265,9 +268,11 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
     )
     saved: dict[str, list] = {"check": [], "again": [], "before": [], "after": []}
     aliased = []
+    checked = model if launches is None else launches.per_call(model)
     with torch.no_grad():
         # Warm-up on inputs of its own seeds; only then are the checked and timed inputs sent.
-        planned, output_bytes = timing.warm_up(model)
+        # Untimed (Triton in its interpreter): no warm-up, nothing to plan.
+        planned, output_bytes = timing.warm_up(model) if spec.get("timed", True) else (1, 0)
         plan = channel.ask({"m": "ready", "trials": planned, "output_bytes": output_bytes})
         check_seeds = [int(seed) for seed in plan["check"]]
         trials = int(plan["trials"])
@@ -275,22 +280,31 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
             inputs = make_inputs(seed)
             saved["before"].append(to_cpu([v for v in inputs if isinstance(v, torch.Tensor)]))
             given = fresh(inputs)
-            first = flat(model(*given), f"seed {number}")
+            first = flat(checked(*given), f"seed {number}")
             sync()
             if aliases(first, given):
                 aliased.append(number)
             saved["check"].append(to_cpu(first))
             saved["after"].append(to_cpu([v for v in given if isinstance(v, torch.Tensor)]))
-            second = flat(model(*fresh(inputs)), f"seed {number}, second run")
+            second = flat(checked(*fresh(inputs)), f"seed {number}, second run")
             sync()
             saved["again"].append(to_cpu(second))
         del inputs, given, first, second
         result["aliased"] = aliased
+        if not spec.get("timed", True):
+            if launches is not None:
+                result["triton"] = launches.report(None, 0)
+            result["times"] = {}
+            torch.save(saved, "tensors.pt")
+            return
         result["threads_before"] = _threads()
         result["torch_threads_before"] = torch.get_num_threads()
         times: dict[str, list[float]] = {}
         label = "eager" if spec["role"] == "reference" else "candidate"
+        launched_before = launches.total() if launches is not None else 0
         times[label] = timing.run(model, "K", trials)
+        if launches is not None:
+            result["triton"] = launches.report(launches.total() - launched_before, trials)
         result["threads_after"] = _threads()
         result["torch_threads_after"] = torch.get_num_threads()
         if spec.get("profile"):
@@ -318,6 +332,171 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
                     result["roofline_error"] = message[:_MESSAGE_CHARS]
     result["times"] = times
     torch.save(saved, "tensors.pt")
+
+
+class _TritonLaunches:
+    """Counts the launches of the candidate's own ``@triton.jit`` kernels (those defined in its
+    file), through wrappers of Triton's launch entry points put in place before the candidate
+    is imported: ``JITFunction.run`` (compiled kernels, also reached through autotuners and
+    heuristics), a compiled kernel's ``kernel[grid](...)``, and ``InterpretedFunction.run``
+    (the interpreter on a CPU). The count lives in this closure, not in any module a candidate
+    imports.
+
+    What it catches: a forward that computes with PyTorch and launches none of its kernels; a
+    candidate that puts Triton's own functions back or replaces the wrappers (``intact`` is
+    false, and launches it hides are not counted: the count only falls). What it cannot catch:
+    a candidate that launches a token kernel beside a PyTorch forward, or that digs the
+    counter out of the wrappers' closures (``gc``, ``__closure__``) to raise it; both take
+    code written for the purpose, in a file the critic and the store keep."""
+
+    def __init__(self, candidate: str) -> None:
+        self.candidate = os.path.realpath(candidate)
+        self.counted = [0, 0]
+        """Launches of the candidate's own kernels; launches of other kernels."""
+        self.calls: list[int] = []
+        """Own launches during each checked forward."""
+        self.wrappers: list[tuple[Any, str, Any]] = []
+
+    @classmethod
+    def install(cls, spec: dict[str, Any]) -> _TritonLaunches:
+        if spec["device"] == "cpu":
+            # Read by triton.jit when a kernel is defined: the candidate's kernels are then
+            # interpreted on CPU tensors.
+            os.environ["TRITON_INTERPRET"] = "1"
+        launches = cls(spec["candidate"])
+        try:
+            launches._wrap(interpreted=spec["device"] == "cpu")
+        except ImportError as error:
+            raise _Failure(
+                "compile_error", f"the Triton backend needs triton installed here: {error}"
+            ) from None
+        return launches
+
+    def _own(self, kernel: Any) -> bool:
+        function = kernel
+        for _ in range(4):  # JITFunction -> python function; autotuners wrap .fn further
+            code = getattr(function, "__code__", None)
+            if code is not None:
+                return os.path.realpath(code.co_filename) == self.candidate
+            function = getattr(function, "fn", None)
+        return False
+
+    def _count(self, kernel: Any) -> None:
+        self.counted[0 if self._own(kernel) else 1] += 1
+
+    def _wrap(self, interpreted: bool) -> None:
+        import triton.runtime.jit as jit
+        from triton.compiler.compiler import CompiledKernel
+
+        count = self._count
+        original_run = jit.JITFunction.run
+
+        def run(kernel: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+            compiled = original_run(kernel, *args, grid=grid, warmup=warmup, **kwargs)
+            if not warmup and compiled is not None:
+                count(kernel)
+            return compiled
+
+        original_getitem = CompiledKernel.__getitem__
+
+        def getitem(compiled: Any, grid: Any) -> Any:
+            launch = original_getitem(compiled, grid)
+
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                done = launch(*args, **kwargs)
+                count(getattr(getattr(compiled, "src", None), "fn", None))
+                return done
+
+            return counted
+
+        self._replace(jit.JITFunction, "run", run)
+        self._replace(CompiledKernel, "__getitem__", getitem)
+        if interpreted:
+            import triton.runtime.autotuner as autotuner
+            import triton.runtime.interpreter as interpreter
+
+            original_interpreted = interpreter.InterpretedFunction.run
+
+            def interpreted_run(kernel: Any, *args: Any, grid: Any, warmup: bool, **kw: Any) -> Any:
+                done = original_interpreted(kernel, *args, grid=grid, warmup=warmup, **kw)
+                if not warmup:
+                    count(kernel)
+                return done
+
+            self._replace(interpreter.InterpretedFunction, "run", interpreted_run)
+            # The interpreter has no device to time configurations on: an autotuned kernel
+            # runs its first configuration (correctness holds for every one, or it is wrong).
+            original_prune = autotuner.Autotuner.prune_configs
+
+            def first_config(tuner: Any, kwargs: dict[str, Any]) -> list[Any]:
+                return list(original_prune(tuner, kwargs))[:1]
+
+            self._replace(autotuner.Autotuner, "prune_configs", first_config)
+
+    def _replace(self, owner: Any, name: str, wrapper: Any) -> None:
+        setattr(owner, name, wrapper)
+        self.wrappers.append((owner, name, wrapper))
+
+    def total(self) -> int:
+        return self.counted[0]
+
+    def intact(self) -> bool:
+        return all(owner.__dict__.get(name) is wrapper for owner, name, wrapper in self.wrappers)
+
+    def per_call(self, model: Callable[..., Any]) -> Callable[..., Any]:
+        """``model`` with the launches of each call recorded in ``calls``."""
+
+        def call(*args: Any) -> Any:
+            before = self.counted[0]
+            output = model(*args)
+            self.calls.append(self.counted[0] - before)
+            return output
+
+        return call
+
+    def report(self, timed: int | None, timed_calls: int) -> dict[str, Any]:
+        return {
+            "checked": self.calls,
+            "timed": timed,
+            "timed_calls": timed_calls,
+            "other": self.counted[1],
+            "intact": self.intact(),
+        }
+
+
+def _start_on(cpus: Any) -> set[int] | None:
+    """Start up on ``cpus`` (the reference: not the timing CPU, so that its start-up overlaps
+    the candidate's); returns the CPUs to time on (None: stay where the run was put)."""
+    if not cpus:
+        return None
+    try:
+        pinned = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {int(cpu) for cpu in cpus})
+    except (OSError, ValueError):
+        return None
+    return pinned
+
+
+def _pin(cpus: set[int] | None) -> None:
+    if cpus:
+        try:
+            os.sched_setaffinity(0, cpus)
+        except OSError:
+            pass
+
+
+class _Stages:
+    """Seconds of the worker's stages by its own clock (informational, see the report)."""
+
+    def __init__(self, result: dict[str, Any]) -> None:
+        self.seconds: dict[str, float] = {}
+        result["stages"] = self.seconds
+        self.last = _perf_counter()
+
+    def done(self, stage: str) -> None:
+        now = _perf_counter()
+        self.seconds[stage] = now - self.last
+        self.last = now
 
 
 NVTX_RANGE = "maxcode_forward"

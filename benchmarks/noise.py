@@ -1,0 +1,207 @@
+"""Noise of a measured speedup: the reference judged as its own candidate, again and again.
+
+A program equal to the reference is 1.00x by definition; what ``maxcode eval`` reports for it
+is noise. For two C++ tasks and two KernelBench problems (the problem's own ``Model`` as
+``ModelNew``), this runs ``maxcode eval TASK CANDIDATE --json`` as a user would, ``--runs``
+times per case, on an idle machine and again with one core kept busy by a spinning process,
+and prints per case and condition: the max/min ratio of the speedups (the spread noise gives;
+target at most 1.02 idle and 1.05 loaded), the lowest and highest speedup, how many 95%
+intervals contain 1.0, the mean rounds (C++) and the mean seconds per evaluation.
+
+Run it on a machine nothing else is using (it measures the machine's own noise):
+
+    python benchmarks/noise.py                      # every case, idle and loaded, 6 runs
+    python benchmarks/noise.py --case pair_count_quadratic --condition idle --runs 3
+    python benchmarks/noise.py --json               # one JSON object on stdout
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CPP_TASKS = ("pair_count_quadratic", "prime_sieve")
+KERNELBENCH_PROBLEMS = ("1_ScaledGELU", "4_Softmax")
+CONDITIONS = ("idle", "loaded")
+TARGET = {"idle": 1.02, "loaded": 1.05}
+MAXCODE = (sys.executable, "-c", "from maxcode.cli import run_cli; run_cli()")
+"""The installed command line, as a user runs it (`maxcode ...`)."""
+SPIN = "while True:\n    pass\n"
+
+
+@dataclass
+class Case:
+    """One task with the reference as its own candidate."""
+
+    name: str
+    task: str
+    candidate: str
+
+
+@dataclass
+class Measured:
+    """What ``--runs`` evaluations of one case under one condition gave."""
+
+    case: str
+    condition: str
+    speedups: list[float] = field(default_factory=list)
+    intervals: list[list[float] | None] = field(default_factory=list)
+    rounds: list[int] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def spread(self) -> float | None:
+        """max/min of the speedups (1.0: no noise at all)."""
+        positive = [value for value in self.speedups if value > 0]
+        return max(positive) / min(positive) if positive else None
+
+    @property
+    def covering(self) -> int:
+        """Intervals that contain 1.0 (the truth for an identical program)."""
+        return sum(1 for pair in self.intervals if pair and pair[0] <= 1.0 <= pair[1])
+
+
+def cases(folder: Path) -> list[Case]:
+    """The four cases; KernelBench candidates are written into ``folder``."""
+    found = [
+        Case(name, str(REPO / "examples" / "cpp" / name), str(REPO / "examples" / "cpp" / name))
+        for name in CPP_TASKS
+    ]
+    for name in CPP_TASKS:
+        found[CPP_TASKS.index(name)].candidate = str(
+            REPO / "examples" / "cpp" / name / "reference.cpp"
+        )
+    for name in KERNELBENCH_PROBLEMS:
+        problem = REPO / "examples" / "kernelbench" / f"{name}.py"
+        candidate = folder / f"{name}_identical.py"
+        candidate.write_text(problem.read_text() + "\n\nclass ModelNew(Model):\n    pass\n")
+        found.append(Case(name, str(problem), str(candidate)))
+    return found
+
+
+def evaluate(case: Case) -> tuple[dict[str, object] | None, float, str]:
+    """One ``maxcode eval --json`` of a case: its JSON (None on failure), seconds, error."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [*MAXCODE, "eval", case.task, case.candidate, "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        return None, seconds, (done.stderr.strip().splitlines() or ["failed"])[-1]
+    result = json.loads(done.stdout)
+    if not result.get("correct"):
+        return None, seconds, str(result.get("error"))
+    return result, seconds, ""
+
+
+class Spinner:
+    """One process spinning on a core for as long as the condition lasts."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> Spinner:
+        self.process = subprocess.Popen([sys.executable, "-c", SPIN])
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+
+
+def measure(case: Case, condition: str, runs: int) -> Measured:
+    measured = Measured(case.name, condition)
+    for _ in range(runs):
+        result, seconds, error = evaluate(case)
+        measured.seconds.append(seconds)
+        if result is None:
+            measured.errors.append(error)
+            continue
+        measured.speedups.append(float(result["speedup"]))  # type: ignore[arg-type]
+        interval = result.get("speedup_interval")
+        measured.intervals.append(list(interval) if interval else None)  # type: ignore[call-overload]
+        measured.rounds.append(int(result.get("repeats") or 0))  # type: ignore[call-overload]
+    return measured
+
+
+def table(results: list[Measured], conditions: list[str]) -> str:
+    """Per case, each condition side by side."""
+    head = f"{'case':<22}" + "".join(
+        f" | {condition + ' max/min':>15} {'min':>6} {'max':>6} {'in CI':>5} {'rounds':>6} "
+        f"{'s/eval':>6}"
+        for condition in conditions
+    )
+    lines = [head, "-" * len(head)]
+    by_case: dict[str, dict[str, Measured]] = {}
+    for measured in results:
+        by_case.setdefault(measured.case, {})[measured.condition] = measured
+    for name, by_condition in by_case.items():
+        line = f"{name:<22}"
+        for condition in conditions:
+            measured = by_condition.get(condition)
+            if measured is None or measured.spread is None:
+                line += f" | {'failed':>15} {'':>6} {'':>6} {'':>5} {'':>6} {'':>6}"
+                continue
+            mark = "ok" if measured.spread <= TARGET[condition] else "OVER"
+            rounds = sum(measured.rounds) / len(measured.rounds) if measured.rounds else 0
+            line += (
+                f" | {measured.spread:>10.3f} {mark:>4} {min(measured.speedups):>6.3f} "
+                f"{max(measured.speedups):>6.3f} {measured.covering:>2}/{len(measured.speedups):<2}"
+                f" {rounds:>6.0f} {sum(measured.seconds) / len(measured.seconds):>6.1f}"
+            )
+        lines.append(line)
+    targets = ", ".join(f"{condition} <= {TARGET[condition]}" for condition in conditions)
+    lines.append(f"target max/min: {targets}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=6, help="evaluations per case and condition")
+    parser.add_argument("--case", action="append", help="only this case (repeatable)")
+    parser.add_argument("--condition", action="append", choices=CONDITIONS)
+    parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    options = parser.parse_args()
+    conditions = options.condition or list(CONDITIONS)
+    with tempfile.TemporaryDirectory(prefix="maxcode-noise-") as folder:
+        chosen = [
+            case for case in cases(Path(folder)) if not options.case or case.name in options.case
+        ]
+        if not chosen:
+            parser.error(f"no such case; the cases: {', '.join(CPP_TASKS + KERNELBENCH_PROBLEMS)}")
+        results: list[Measured] = []
+        for condition in conditions:
+            print(f"{condition}: {len(chosen)} case(s) x {options.runs} runs", file=sys.stderr)
+            if condition == "loaded":
+                with Spinner():
+                    results += [measure(case, condition, options.runs) for case in chosen]
+            else:
+                results += [measure(case, condition, options.runs) for case in chosen]
+    for measured in results:
+        for error in measured.errors:
+            print(f"{measured.case} ({measured.condition}): {error}", file=sys.stderr)
+    if options.json:
+        payload = [
+            {**asdict(measured), "spread": measured.spread, "in_interval": measured.covering}
+            for measured in results
+        ]
+        print(json.dumps({"cpus": os.cpu_count(), "results": payload, "target": TARGET}))
+        return
+    print(table(results, conditions))
+
+
+if __name__ == "__main__":
+    main()

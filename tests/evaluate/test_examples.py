@@ -1,5 +1,6 @@
-"""Every bundled task: its known fast rewrite is faster on both metrics, its known wrong one
-is found wrong, with the failing test named."""
+"""Every bundled task: its known fast rewrite is correct on both metrics and faster by its
+instruction count (a timed speedup is asserted through its interval, never a threshold), its
+known wrong one is found wrong, with the failing test named."""
 
 from __future__ import annotations
 
@@ -25,8 +26,16 @@ def test_fast_rewrite_is_faster(name: str, metric: str) -> None:
     fast = FIXTURES / name / "fast.cpp"
     result = eval_json(str(EXAMPLES / name), str(fast), "--metric", metric, "--repeats", "3")
     assert result["correct"], result["error"]
-    assert result["speedup"] > 1.2, result
-    assert result["reference_cost"] > result["candidate_cost"]
+    low, high = result["speedup_interval"]
+    if metric == "instructions":
+        # Counted, the same on every run: the rewrite is faster, exactly.
+        assert low == high == result["speedup"] > 1.2, result
+        assert result["reference_cost"] > result["candidate_cost"]
+    else:
+        # Timed: how much faster is noise's to blur (benchmarks/ measure it); what cannot be
+        # noise is that the speedup comes with its interval and the rounds behind it.
+        assert 0 < low <= result["speedup"] <= high, result
+        assert result["repeats"] >= 6
 
 
 @pytest.mark.parametrize("name", TASKS)

@@ -65,11 +65,20 @@ def test_an_honest_candidate_is_correct_and_timed_against_eager() -> None:
     assert reference.trials == candidate.trials == 20
     assert reference.median_s > 0 and candidate.median_s > 0
     assert reference.host_s is not None and candidate.host_s is not None
-    assert feedback.speedup == pytest.approx(reference.median_s / candidate.median_s)
+    # The paired estimate: reference cost / candidate cost, inside its 95% interval.
+    assert feedback.reference_cost == pytest.approx(reference.median_s)
+    assert feedback.candidate_cost is not None
+    assert feedback.speedup == pytest.approx(feedback.reference_cost / feedback.candidate_cost)
+    assert feedback.speedup_interval is not None
+    low, high = feedback.speedup_interval
+    assert 0 < low <= feedback.speedup <= high
     assert "compile" not in feedback.timings and feedback.speedup_vs_compile is None
     # The harness's own cost per call, measured with an identity model, is below both.
     harness = feedback.timings["harness"]
-    assert harness.trials == 20 and 0 < harness.median_s < reference.median_s
+    assert 1 <= harness.trials <= 20 and 0 < harness.median_s < reference.median_s
+    # Where the evaluation's seconds went, phase by phase.
+    assert {"start", "startup", "checks", "timing", "finish", "judging"} <= set(feedback.phases)
+    assert all(seconds >= 0 for seconds in feedback.phases.values())
 
 
 def test_maxcode_eval_json_has_the_contract_fields_and_the_compile_baseline() -> None:

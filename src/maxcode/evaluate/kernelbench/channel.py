@@ -2,18 +2,19 @@
 
 Each worker run gets a socket as its descriptor 3 and a ``Conversation`` serving the other end
 in a thread of the parent. The conversation holds the secrets the worker must not learn ahead
-(the check seeds until the model is built and warmed up, each chunk's seeds until the worker
-asks for that chunk, which calls' outputs are checked until the calls ran) and stamps every
-message with the parent's clock. It follows a fixed order (``ready``, then per chunk ``next``,
-``begin``, ``end``, ``outputs``); a message out of that order, a malformed one or more bytes
-than asked for ends it, and what went wrong is kept as ``problem`` (an ``evidence`` finding).
+(the check seeds until the model is built and warmed up, each chunk's seeds until it is the
+worker's turn to run that chunk, which calls' outputs are checked until the calls ran) and
+stamps every message with the parent's clock. It follows a fixed order (``ready``, then per
+chunk ``next``, ``begin``, ``end`` with the calls' times, ``outputs``); a message out of that
+order, a malformed one or more bytes than asked for ends it, and what went wrong is kept as
+``problem`` (an ``evidence`` finding). The turns of the two workers' chunks are the
+``Schedule``'s (``schedule.py``): a ``next`` is answered when it is that worker's turn.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import secrets
 import socket
 import statistics
 import threading
@@ -22,55 +23,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from maxcode.evaluate.kernelbench.evidence import (
+    End,
     Marker,
     Next,
     Outputs,
     Ready,
     parse_message,
 )
-from maxcode.evaluate.kernelbench.settings import CHUNK, KEEP_BYTES, SAMPLED_OUTPUTS
+from maxcode.evaluate.kernelbench.schedule import REFERENCE, Schedule, TimedPlan
 
 _LINE_BYTES = 1 << 20
 _JOIN_S = 10.0
-
-
-@dataclass
-class TimedPlan:
-    """The timed calls of one evaluation, shared by the reference's run and the candidate's:
-    how many, the seed of each (drawn when first asked for), the calls whose outputs are kept.
-    The reference's plan decides; the candidate makes exactly those calls."""
-
-    trials: int | None = None
-    keep: frozenset[int] | None = None
-    """Positions whose outputs are kept (None: all)."""
-    output_bytes: int = 0
-    """Bytes of one call's outputs, as the reference reported them."""
-    seeds: list[int] = field(default_factory=list)
-    _draw: secrets.SystemRandom = field(default_factory=secrets.SystemRandom)
-
-    def decide(self, trials: int, output_bytes: int) -> None:
-        self.trials, self.output_bytes = trials, output_bytes
-        if output_bytes * trials <= KEEP_BYTES:
-            self.keep = None
-        else:
-            self.keep = frozenset(self._draw.sample(range(trials), min(trials, SAMPLED_OUTPUTS)))
-
-    def seeds_for(self, first: int, calls: int) -> list[int]:
-        while len(self.seeds) < first + calls:
-            self.seeds.append(self._draw.randrange(2**63))
-        return self.seeds[first : first + calls]
-
-    def kept(self, position: int) -> bool:
-        return self.keep is None or position in self.keep
-
-    def positions(self) -> list[int]:
-        """Every kept position, in order."""
-        assert self.trials is not None
-        return [position for position in range(self.trials) if self.kept(position)]
-
-    def byte_budget(self) -> int:
-        """The most output bytes a run may send (twice what the reference's outputs take)."""
-        return 2 * max(KEEP_BYTES, SAMPLED_OUTPUTS * self.output_bytes) + (1 << 20)
 
 
 @dataclass
@@ -78,21 +41,33 @@ class Chunk:
     """Host time stamps (ns, the parent's clock) of one chunk of timed calls."""
 
     calls: int
+    first: int
+    """Position of the chunk's first call (its seeds are the plan's from there)."""
+    asked: int
+    """The worker asked for the chunk (it waited from there for its turn)."""
     sent: int
     """The chunk's seeds were sent (its inputs cannot exist before)."""
     begin: int | None = None
     end: int | None = None
     received: int | None = None
     """The chunk's kept outputs arrived."""
+    times: list[float] = field(default_factory=list)
+    """In-process seconds of each call, as the worker reported them."""
 
 
 class Conversation:
     """The parent's end of one worker run's descriptor 3 (see the module's docstring)."""
 
     def __init__(
-        self, plan: TimedPlan, check_seeds: list[int], phases: tuple[str, ...], decides: bool
+        self, schedule: Schedule, side: str, check_seeds: list[int], phases: tuple[str, ...]
     ) -> None:
-        self.plan, self.check_seeds, self.phases, self.decides = plan, check_seeds, phases, decides
+        self.schedule, self.side, self.check_seeds, self.phases = (
+            schedule,
+            side,
+            check_seeds,
+            phases,
+        )
+        self.plan: TimedPlan = schedule.plan
         self._ours, self._theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.ready_at: int | None = None
         self.chunks: dict[tuple[str, int], Chunk] = {}
@@ -100,6 +75,10 @@ class Conversation:
         """Kept outputs of the timed calls (phase K), by position."""
         self.problem: str | None = None
         """Why the conversation was ended (None: it followed the protocol)."""
+        self.ended_at: int | None = None
+        """When the conversation ended (the worker's run was over)."""
+        self.waited_ns = 0
+        """Time the worker waited for its turns (blocked on its descriptor 3)."""
         self._done: list[str] = []
         self._current: tuple[str, int, str] | None = None
         self._received_bytes = 0
@@ -113,6 +92,7 @@ class Conversation:
 
     def close(self) -> None:
         """After the run: drop the worker's end, wait for the conversation to end."""
+        self.schedule.gone(self.side)
         self._theirs.close()
         self._thread.join(timeout=_JOIN_S)
         if self._thread.is_alive():
@@ -122,12 +102,20 @@ class Conversation:
         self._ours.close()
 
     def complete(self, phase: str) -> bool:
-        """Every chunk of ``phase`` ran and was stamped from seeds to outputs."""
+        """``phase`` ran to its end and every chunk was stamped from seeds to outputs."""
         return phase in self._done and all(
             chunk.begin is not None and chunk.end is not None and chunk.received is not None
             for (name, _), chunk in self.chunks.items()
             if name == phase
         )
+
+    def chunk_times(self, phase: str) -> list[list[float]]:
+        """Per-call seconds of each chunk of ``phase``, in order."""
+        return [self.chunks[key].times for key in sorted(self.chunks) if key[0] == phase]
+
+    def times(self, phase: str) -> list[float]:
+        """Per-call seconds of every call of ``phase``, in order."""
+        return [value for times in self.chunk_times(phase) for value in times]
 
     def per_call(self, phase: str, span: bool = False) -> float | None:
         """Host seconds per call of ``phase``: the median over its chunks of the time between
@@ -167,27 +155,28 @@ class Conversation:
             except OSError:
                 pass
         finally:
+            self.ended_at = time.perf_counter_ns()
+            # Whatever happened, the other worker never waits for this one again.
+            self.schedule.gone(self.side)
             stream.close()
 
     def _send(self, message: dict[str, Any]) -> None:
         self._ours.sendall((json.dumps(message) + "\n").encode())
 
-    def _handle(self, message: Ready | Next | Marker | Outputs, stream: Any) -> None:
+    def _handle(self, message: Ready | Next | Marker | End | Outputs, stream: Any) -> None:
         now = time.perf_counter_ns()
         if isinstance(message, Ready):
             if self.ready_at is not None:
                 raise ValueError("ready twice")
             self.ready_at = now
-            if self.decides:
-                self.plan.decide(message.trials, message.output_bytes)
-            if self.plan.trials is None:
-                raise ValueError("no timed plan (the reference's run did not decide one)")
-            self._send({"check": self.check_seeds, "trials": self.plan.trials})
+            if self.side == REFERENCE:
+                self.plan.decide(message.estimate_s, message.output_bytes, self.schedule.stopping)
+            self._send({"check": self.check_seeds})
             return
         if self.ready_at is None:
             raise ValueError(f"{message.m!r} before ready")
         if isinstance(message, Next):
-            self._next(message)
+            self._next(message, now)
             return
         if self._current is None or self._current[:2] != (message.phase, message.chunk):
             raise ValueError(f"{message.m!r} for a chunk that was not asked for")
@@ -195,54 +184,58 @@ class Conversation:
         chunk = self.chunks[(phase, number)]
         if message.m != expected:
             raise ValueError(f"{message.m!r} where {expected!r} was due")
-        if isinstance(message, Marker) and message.m == "begin":
+        if isinstance(message, Marker):
             chunk.begin = now
             self._current = (phase, number, "end")
-        elif isinstance(message, Marker):
+        elif isinstance(message, End):
             chunk.end = now
+            if len(message.times) != chunk.calls:
+                raise ValueError(f"{len(message.times)} times for {chunk.calls} calls")
+            chunk.times = list(message.times)
             self._current = (phase, number, "outputs")
-            first = number * CHUNK
-            keep = [
-                position - first
-                for position in range(first, first + chunk.calls)
-                if phase == "K" and self.plan.kept(position)
-            ]
-            self._send({"keep": keep})
+            kept = self.plan.keep_chunk(number) if phase == "K" else []
+            self._send({"keep": [position - chunk.first for position in kept]})
         else:
             assert isinstance(message, Outputs)
-            self._outputs(message, chunk, number * CHUNK, stream)
+            self._outputs(message, chunk, stream)
             chunk.received = time.perf_counter_ns()
-            assert self.plan.trials is not None
-            last = (number + 1) * CHUNK >= self.plan.trials
-            self._current = None if last else (phase, number + 1, "next")
-            if last:
-                self._done.append(phase)
+            self._current = (phase, number + 1, "next")
+            self.schedule.finish(self.side, phase, chunk.times)
 
-    def _next(self, message: Next) -> None:
-        trials = self.plan.trials
-        assert trials is not None
-        if self._current is None:
+    def _next(self, message: Next, asked: int) -> None:
+        if self._current is None or self._current[2] != "next":
+            if self._current is not None:
+                raise ValueError("'next' out of order")
             if message.phase not in self.phases or message.phase in self._done:
                 raise ValueError(f"phase {message.phase!r} is not due")
             if message.chunk != 0:
                 raise ValueError("a phase starts at chunk 0")
-        elif self._current != (message.phase, message.chunk, "next"):
+        elif self._current[:2] != (message.phase, message.chunk):
             raise ValueError("'next' out of order")
-        first = message.chunk * CHUNK
-        if message.calls != min(CHUNK, trials - first):
-            raise ValueError(f"{message.calls} calls asked for chunk {message.chunk}")
-        seeds = self.plan.seeds_for(first, message.calls)
+        calls = self.schedule.grant(self.side, message.phase, message.chunk)
+        self.waited_ns += time.perf_counter_ns() - asked
+        if not calls:
+            self._done.append(message.phase)
+            self._current = None
+            self._send({"seeds": []})
+            return
+        if message.phase == "K":
+            first = self.plan.first(message.chunk)
+        else:
+            first = self.schedule.baseline_first(message.phase, message.chunk)
+        seeds = self.plan.seeds_for(first, calls)
         self._send({"seeds": seeds})
         self.chunks[(message.phase, message.chunk)] = Chunk(
-            calls=message.calls, sent=time.perf_counter_ns()
+            calls=calls, first=first, asked=asked, sent=time.perf_counter_ns()
         )
         self._current = (message.phase, message.chunk, "begin")
 
-    def _outputs(self, message: Outputs, chunk: Chunk, first: int, stream: Any) -> None:
+    def _outputs(self, message: Outputs, chunk: Chunk, stream: Any) -> None:
         import torch
 
+        first = chunk.first
         wanted = [
-            position
+            position - first
             for position in range(first, first + chunk.calls)
             if message.phase == "K" and self.plan.kept(position)
         ]
@@ -268,4 +261,4 @@ class Conversation:
                     values.append(flat.view(dtype).reshape(header.shape))
                 else:
                     values.append(torch.empty(header.shape, dtype=dtype))
-            self.outputs[item.position] = values
+            self.outputs[first + item.position] = values

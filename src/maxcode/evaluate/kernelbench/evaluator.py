@@ -5,16 +5,23 @@ Protocol (one call of ``evaluate_kernelbench``):
 1. Fresh secret seeds: one for the weights (both models are built after the same seed) and a
    few for warm-up inputs: the only seeds a worker's spec file holds. The check seeds and the
    timed calls' seeds stay in the parent until a worker has built and warmed up its model.
-2. The reference runs in a sandboxed process of its own (``worker.py``): each check seed twice,
-   inputs before and after the call, then timed calls of eager (and optionally
-   ``torch.compile``) and of an identity model (the harness's overhead per call). Its plan
-   (how many timed calls, which outputs are kept) becomes the candidate's.
-3. The candidate runs in another sandboxed process (importing it builds its extensions, cached
-   by source hash): each check seed twice, inputs after the call, the same timed calls, each
-   chunk's seeds sent just before it and the kept outputs named only after it ran.
-4. Judgement in the parent (``judge.py``) with the parent's own torch.
+2. Two sandboxed processes (``worker.py``) start together, one for the reference, one for the
+   candidate (a fresh one per candidate; importing it builds its extensions, cached by source
+   hash). The reference starts up on the other CPUs, the candidate on the timing CPU, so their
+   interpreter and torch start-ups overlap. Each runs every check seed twice (inputs before
+   and after the call kept).
+3. Timing in one window (``schedule.py``): once both finished their checks, the parent grants
+   chunks of timed calls in turn, reference chunk n then candidate chunk n on the same fresh
+   seeds; the side whose turn it is not waits on its descriptor 3. Each chunk's seeds are sent
+   just before it, the kept outputs named only after it ran. Timing stops when the speedup's
+   95% interval is within +-2% (or at a cap). Then the reference times an identity model (the
+   harness's overhead per call) and, when asked, ``torch.compile``.
+4. Judgement in the parent (``judge.py``) with the parent's own torch (imported while the
+   workers start up).
 
-The reward is eager time / candidate time (medians); ``speedup_vs_compile`` is reported too.
+The reward is the paired estimate of eager time / candidate time (``schedule.paired_speedup``,
+with its interval); ``speedup_vs_compile`` is reported too. ``Feedback.phases`` says where the
+seconds went (``PHASES``).
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ import importlib.resources
 import importlib.util
 import os
 import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -31,30 +40,38 @@ from maxcode.errors import MaxcodeError, TaskError
 from maxcode.evaluate.cpp import timing_cpu
 from maxcode.evaluate.kernelbench import roofline
 from maxcode.evaluate.kernelbench.backends import check_backend
-from maxcode.evaluate.kernelbench.channel import Conversation, TimedPlan
+from maxcode.evaluate.kernelbench.channel import Conversation
 from maxcode.evaluate.kernelbench.judge import Judge
 from maxcode.evaluate.kernelbench.runner import (
     Job,
+    Side,
     WorkerRunner,
     cache_folder,
     check_reference,
     python_paths,
+    startup_cpus,
 )
+from maxcode.evaluate.kernelbench.schedule import CANDIDATE, REFERENCE, Schedule, TimedPlan
 from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
 from maxcode.evaluate.sandbox import Sandbox, hidden_from_others
 from maxcode.tasks.model import Task
 from maxcode.types import Feedback
 
 
-def check_device(device: str, compile_only: bool = False, backend: str | None = None) -> Any:
+def check_device(
+    device: str, compile_only: bool = False, backend: str | None = None, *, lazy: bool = False
+) -> Any:
     """PyTorch, once it is known to be installed and to reach ``device`` (else a clear error);
     ``compile_only`` needs a compiler for the device instead of the device; ``backend`` must be
-    one this device serves (``backends.check_backend``)."""
+    one this device serves (``backends.check_backend``); ``lazy``: on a CPU, None instead of
+    torch, whose import is then the caller's (it can overlap the workers' start-up)."""
     if device not in ("cpu", "cuda"):
         raise MaxcodeError(f"unknown device {device!r} (cpu or cuda)")
     check_backend(backend, device, compile_only)
     if importlib.util.find_spec("torch") is None:
         raise TaskError("KernelBench tasks need PyTorch: pip install 'maxcode[torch]'")
+    if lazy and device == "cpu" and not compile_only:
+        return None
     import torch
 
     if compile_only:
@@ -115,9 +132,10 @@ def evaluate_kernelbench(
     """Judge ``candidate`` (Python source defining ``ModelNew``) against the task's ``Model``;
     both are pinned to ``cpu`` (None: the last CPU this process may use)."""
     settings = settings or KernelBenchSettings()
+    clock = PhaseClock()
     if cpu is None:
         cpu = timing_cpu()
-    torch = check_device(settings.device, settings.compile_only, settings.backend)
+    torch = check_device(settings.device, settings.compile_only, settings.backend, lazy=True)
     sandbox = sandbox or Sandbox()
     paths = python_paths()
     if (
@@ -136,8 +154,8 @@ def evaluate_kernelbench(
     try:
         common = written.spec(task, settings)
         runner = WorkerRunner(sandbox, task, settings, job, paths, cpu)
-        judge = Judge.start(torch, task, settings, digest, sandbox, plan)
         if settings.compile_only:
+            judge = Judge.start(torch, task, settings, digest, sandbox, plan)
             stubs = importlib.resources.files("maxcode.evaluate").joinpath("cuda_stubs")
             shutil.copytree(str(stubs), job / "stubs")
             os.chmod(job / "stubs", 0o755)
@@ -146,33 +164,99 @@ def evaluate_kernelbench(
             )
             return judge.compile_check(checked)
         key = roofline.roofline_key(task, settings)
+        schedule = Schedule(plan, settings.stopping())
         check_seeds = written.seeds.check
         phases = ("K", "O", "C") if settings.compile_baseline else ("K", "O")
-        reference = runner.run(
-            "reference",
-            {
-                **common,
-                "compile_baseline": settings.compile_baseline,
-                "roofline": roofline.known(key) is None,
-            },
-            cache_folder("ref", task.reference),
-            conversation=Conversation(plan, check_seeds, phases, decides=True),
-        )
+        reference_spec = {
+            **common,
+            "compile_baseline": settings.compile_baseline,
+            "roofline": roofline.known(key) is None,
+            "startup_cpus": startup_cpus(cpu),
+        }
+        # Both workers at once: their start-ups overlap, and the schedule alternates their
+        # timed chunks on the same seeds (the candidate makes exactly the reference's timed
+        # calls, so every output kept has the reference's output to be checked against). Each
+        # may wait for the other's turns: its time limit has room for them.
+        cache = cache_folder("cand", candidate)
+        clock.mark("start")
+        with ThreadPoolExecutor(2, thread_name_prefix="maxcode-kb") as pool:
+            running_reference = pool.submit(
+                runner.run,
+                "reference",
+                reference_spec,
+                cache_folder("ref", task.reference),
+                conversation=Conversation(schedule, REFERENCE, check_seeds, phases),
+                wall_s=2 * task.timeout_s + settings.budget_s,
+            )
+            running_candidate = pool.submit(
+                runner.run,
+                "candidate",
+                common,
+                cache,
+                conversation=Conversation(schedule, CANDIDATE, check_seeds, ("K",)),
+                wall_s=task.timeout_s + settings.budget_s,
+            )
+            if torch is None:  # imported while the workers start up
+                import torch
+            reference, judged = running_reference.result(), running_candidate.result()
+        clock.after_runs(reference, judged, schedule)
         check_reference(task, reference, settings.timed)
         assert reference.report is not None
         reference.report.roofline = roofline.remember(key, reference.report.roofline)
-        # The candidate makes exactly the reference's timed calls, on the same seeds, so every
-        # output kept has the reference's output to be checked against.
-        cache = cache_folder("cand", candidate)
-        judged = runner.run(
-            "candidate",
-            common,
-            cache,
-            conversation=Conversation(plan, check_seeds, ("K",), decides=False),
-        )
+        judge = Judge.start(torch, task, settings, digest, sandbox, plan)
         feedback = judge.judge(reference, judged)
+        clock.mark("judging")
         if feedback.correct and settings.profile and settings.device == "cuda":
             feedback = roofline.with_kernel_metrics(feedback, runner, common, candidate, cache)
-        return feedback
+            clock.mark("kernels")
+        return feedback.model_copy(update={"phases": clock.phases})
     finally:
         written.remove()
+
+
+PHASES = {
+    "start": "the job folder, the seeds, the parent's checks, until the workers are launched",
+    "startup": "until both workers are ready: interpreters, torch, the problem and the "
+    "candidate imported (its extensions built or loaded), models built, warm-up",
+    "build": "within startup: the candidate's import by its worker's clock (build or cache)",
+    "checks": "the check seeds run twice on both sides, until the first timed chunk",
+    "timing": "the alternated timed chunks of both sides, until the interval was narrow",
+    "finish": "the reference's baselines (identity model, torch.compile), roofline, outputs "
+    "saved, both processes gone",
+    "judging": "the comparison and the verdict in the parent",
+    "kernels": "the candidate's forward under Nsight Compute (--profile on CUDA)",
+}
+"""What each of ``Feedback.phases`` covers (seconds; ``build`` is part of ``startup``, the
+others follow one another on the parent's clock)."""
+
+
+class PhaseClock:
+    """The parent's clock through one evaluation: seconds per phase (``PHASES``)."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+        self._last = time.perf_counter_ns()
+
+    def mark(self, phase: str, at: int | None = None) -> None:
+        """``phase`` ended at ``at`` (now when None; a stamp before the last one is skipped)."""
+        now = time.perf_counter_ns() if at is None else at
+        if now < self._last:
+            return
+        self.phases[phase] = round((now - self._last) / 1e9, 4)
+        self._last = now
+
+    def after_runs(self, reference: Side, candidate: Side, schedule: Schedule) -> None:
+        """The phases of the two workers' runs, from the stamps their conversations left."""
+        ended = time.perf_counter_ns()
+        conversations = [side.conversation for side in (reference, candidate)]
+        ready = [c.ready_at for c in conversations if c is not None and c.ready_at is not None]
+        if len(ready) == 2:
+            self.mark("startup", max(ready))
+        if schedule.started_ns is not None:
+            self.mark("checks", schedule.started_ns)
+        if schedule.stopped_ns is not None:
+            self.mark("timing", schedule.stopped_ns)
+        self.mark("finish", ended)
+        report = candidate.report
+        if report is not None and "load" in report.stages:
+            self.phases["build"] = round(report.stages["load"], 4)

@@ -64,6 +64,11 @@ class WorkerReport(_Evidence):
     """Why the roofline could not be measured."""
     checked: list[str] = []
     """Extensions compiled by a compile check."""
+    stages: dict[str, float] = {}
+    """Seconds of the worker's own stages by its own clock (``torch``: importing torch;
+    ``load``: the problem and the candidate imported, which builds or loads its extensions;
+    ``model``: the model built; ``warmup``). Informational: where an evaluation's start-up
+    goes, never a timing that is judged."""
     triton: dict[str, Any] | None = None
     """A Triton candidate's kernel launches (validated where it is used)."""
 
@@ -125,27 +130,36 @@ class Ready(_Evidence):
     """The model is built and warmed up."""
 
     m: Literal["ready"]
-    trials: int = Field(ge=1, le=MAX_TRIALS)
-    """Timed calls that fit the budget (the reference's plan decides the candidate's)."""
+    estimate_s: float = Field(ge=0, allow_inf_nan=False)
+    """Seconds of one warmed-up call (the reference's sizes the chunks of both sides)."""
     output_bytes: int = Field(ge=0)
     """Bytes of one call's outputs."""
 
 
 class Next(_Evidence):
-    """Asks for the seeds of a chunk's calls."""
+    """Asks for the seeds of a chunk's calls (the parent answers when it is this side's turn;
+    no seeds: the phase is over)."""
 
     m: Literal["next"]
     phase: str
     chunk: int = Field(ge=0)
-    calls: int = Field(ge=1)
 
 
 class Marker(_Evidence):
-    """Around a chunk's calls: ``begin`` before the first, ``end`` after the last."""
+    """Before a chunk's calls."""
 
-    m: Literal["begin", "end"]
+    m: Literal["begin"]
     phase: str
     chunk: int = Field(ge=0)
+
+
+class End(_Evidence):
+    """After a chunk's calls, with the in-process seconds of each."""
+
+    m: Literal["end"]
+    phase: str
+    chunk: int = Field(ge=0)
+    times: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] = Field(max_length=MAX_TRIALS)
 
 
 class TensorHeader(_Evidence):
@@ -160,6 +174,7 @@ class OutputItem(_Evidence):
     """The outputs of one timed call the parent asked for."""
 
     position: int = Field(ge=0)
+    """The call's place in its chunk."""
     tensors: list[TensorHeader]
 
 
@@ -172,11 +187,11 @@ class Outputs(_Evidence):
     items: list[OutputItem]
 
 
-Message = Annotated[Ready | Next | Marker | Outputs, Field(discriminator="m")]
-MESSAGE: TypeAdapter[Ready | Next | Marker | Outputs] = TypeAdapter(Message)
+Message = Annotated[Ready | Next | Marker | End | Outputs, Field(discriminator="m")]
+MESSAGE: TypeAdapter[Ready | Next | Marker | End | Outputs] = TypeAdapter(Message)
 
 
-def parse_message(line: bytes) -> Ready | Next | Marker | Outputs:
+def parse_message(line: bytes) -> Ready | Next | Marker | End | Outputs:
     """One message (raises ValueError when it is not one the conversation knows)."""
     try:
         return MESSAGE.validate_json(line)

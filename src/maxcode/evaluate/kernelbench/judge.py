@@ -7,8 +7,12 @@ conversation: ``evidence``); every check seed's outputs (type, dtype, shape, val
 dtype's tolerance), run twice (``nondeterministic``), inputs unchanged (``inputs``), no output
 sharing an input's memory (``aliasing``); every kept timed call's output (``caching``); then the
 timings: in-process medians against the parent's host stamps (``timing``), threads
-(``threads``), CPU time against wall time (``parallel``), the speed of light on CUDA
-(``implausible``, capped).
+(``threads``), CPU time against the wall time the candidate did not spend waiting for its turns
+(``parallel``), the speed of light on CUDA (``implausible``, capped).
+
+The speedup is the paired estimate of ``schedule.paired_speedup`` (the geometric mean of the
+ratios of the two sides' chunk medians, chunk by chunk) with its 95% interval; the candidate's
+cost is the reference's median over it, so reference cost / candidate cost is the speedup.
 """
 
 from __future__ import annotations
@@ -21,12 +25,11 @@ from pydantic import ValidationError
 from maxcode.evaluate.build import bounded_diagnostics
 from maxcode.evaluate.integrity import Verdict, isolation_flags
 from maxcode.evaluate.kernelbench.backends import UNTIMED, launch_findings
-from maxcode.evaluate.kernelbench.channel import TimedPlan
 from maxcode.evaluate.kernelbench.roofline import cap_at_light, roofline
 from maxcode.evaluate.kernelbench.runner import Side, last_line
+from maxcode.evaluate.kernelbench.schedule import TimedPlan, paired_speedup
 from maxcode.evaluate.kernelbench.settings import (
     CHECK_SEEDS,
-    CHUNK,
     DEFAULT_TOLERANCE,
     KernelBenchSettings,
 )
@@ -48,8 +51,9 @@ SPAN_SLACK_S = 0.001
 trips through its serving thread per chunk, on a loaded machine)."""
 CPU_SHARE = 1.5
 CPU_SLACK_S = 0.5
-"""CPU time of the candidate's whole process tree may exceed its wall time by this much (the
-run is pinned to one CPU; more means it ran on others)."""
+"""CPU time of the candidate's whole process tree may exceed its busy wall time (its run's wall
+time less the time it waited for its turns, blocked on its descriptor 3) by this much (the run
+is pinned to one CPU; more means it ran on others)."""
 
 
 @dataclass
@@ -214,9 +218,14 @@ class Judge:
     def _timed(self, reference: Side, candidate: Side, outcomes: list[TestOutcome]) -> Feedback:
         assert reference.report is not None and candidate.report is not None
         assert reference.conversation is not None and candidate.conversation is not None
-        ref_times = reference.report.times
-        cand_times = candidate.report.times.get("candidate", [])
-        if len(cand_times) != self.plan.trials:
+        ref_times = {
+            "eager": reference.conversation.times("K"),
+            "overhead": reference.conversation.times("O"),
+        }
+        if reference.conversation.times("C"):
+            ref_times["compile"] = reference.conversation.times("C")
+        cand_times = candidate.conversation.times("K")
+        if len(cand_times) != self.plan.trials or not cand_times:
             self.verdict.flag(
                 "evidence",
                 f"{len(cand_times)} timings reported for {self.plan.trials} timed calls",
@@ -242,13 +251,22 @@ class Judge:
             timings["harness"] = _stats(ref_times["overhead"], None)
         floor = 1e-7
         reference_cost = max(timings["reference"].median_s, floor)
-        candidate_cost = max(timings["candidate"].median_s, floor)
-        speedup = reference_cost / candidate_cost
+        paired = paired_speedup(
+            reference.conversation.chunk_times("K"), candidate.conversation.chunk_times("K")
+        )
+        speedup = max(paired.speedup, 1e-12)
+        candidate_cost = reference_cost / speedup
         self._host_check(reference, candidate, timings)
         self._resources(candidate)
         light = roofline(reference.report.roofline, candidate_cost)
+        measured = speedup
         if light is not None and self.settings.device == "cuda":
             speedup, light = cap_at_light(self.verdict, speedup, reference_cost, light)
+        interval = None
+        if paired.low is not None and paired.high is not None:
+            interval = (paired.low, paired.high)
+            if speedup < measured:  # a capped reward's interval is capped with it
+                interval = (min(paired.low, speedup), speedup)
         self.verdict.implausible(speedup, "eager")
         vs_compile = None
         if "compile" in timings:
@@ -274,6 +292,7 @@ class Judge:
             reference_costs=[reference_cost],
             candidate_costs=[reference_cost / speedup],
             repeats=len(cand_times),
+            speedup_interval=interval,
             timings=timings,
             speedup_vs_compile=vs_compile,
             profiles=profiles,
@@ -309,7 +328,7 @@ class Judge:
         reference_claimed = timings["reference"].median_s
         estimate = reference_claimed + (span - reference_span)
         noise = SPAN_NOISE * max(reference_span - reference_claimed, 0.0)
-        noise += SPAN_SLACK_S / CHUNK
+        noise += SPAN_SLACK_S / max(self.plan.chunk, 1)
         if _too_fast(claimed, estimate, calls, noise):
             self.verdict.flag(
                 "timing",
@@ -333,11 +352,13 @@ class Judge:
                 "the candidate changed torch's thread count "
                 f"({report.torch_threads_before} -> {report.torch_threads_after})",
             )
-        if result.cpu_s > CPU_SHARE * result.wall_s + CPU_SLACK_S:
+        waited = candidate.conversation.waited_ns / 1e9 if candidate.conversation else 0.0
+        busy = max(result.wall_s - waited, 0.0)
+        if result.cpu_s > CPU_SHARE * busy + CPU_SLACK_S:
             self.verdict.flag(
                 "parallel",
-                f"{result.cpu_s:.2f} s of CPU time in {result.wall_s:.2f} s of wall time "
-                "(the run is given one CPU)",
+                f"{result.cpu_s:.2f} s of CPU time in {busy:.2f} s of wall time spent other than "
+                "waiting for its turns (the run is given one CPU)",
             )
 
     def _compare(self, expected: list[Any], got: list[Any]) -> str | None:
@@ -360,13 +381,13 @@ class Judge:
             ).removeprefix("torch.")
         if have.shape != want.shape:
             return f"shape {tuple(have.shape)}, expected {tuple(want.shape)}"
+        if torch.equal(have, want):
+            return None
         if not want.is_floating_point():
-            if torch.equal(have, want):
-                return None
             mismatched = int((have != want).sum())
             return f"{mismatched} of {want.numel()} values differ (exact match needed)"
         tolerance = self._tolerance(want.dtype)
-        if torch.allclose(have, want, atol=tolerance, rtol=tolerance, equal_nan=True):
+        if _close(torch, have, want, tolerance):
             return None
         difference = (have.double() - want.double()).abs()
         bound = tolerance + tolerance * want.double().abs()
@@ -432,6 +453,26 @@ class Judge:
                 found.append("the reference changes its inputs in place")
                 break
         return found
+
+
+_SLICE = 1 << 16
+"""Elements compared at a time: a comparison's temporaries stay small enough for the
+allocator to reuse (whole-tensor temporaries of a large output cost page faults each time)."""
+
+
+def _close(torch: Any, have: Any, want: Any, tolerance: float) -> bool:
+    """``allclose`` (NaN equal to NaN), slice by slice."""
+    have, want = have.reshape(-1), want.reshape(-1)
+    return all(
+        torch.allclose(
+            have[start : start + _SLICE],
+            want[start : start + _SLICE],
+            atol=tolerance,
+            rtol=tolerance,
+            equal_nan=True,
+        )
+        for start in range(0, want.numel(), _SLICE)
+    )
 
 
 def _too_fast(claimed: float, host: float, calls: int, noise: float) -> bool:

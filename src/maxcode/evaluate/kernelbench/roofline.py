@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,8 @@ there. The timed calls flush the L2 cache first, so those bytes must come from d
 
 _ROOFLINES: dict[tuple[str, str, str], dict[str, Any]] = {}
 """The reference's measured work and this device's rates, per reference, shapes and device:
-the same for every candidate of a task, so a process measures them once."""
+the same for every candidate of a task, so they are measured once (kept in this process and
+in the cache folder, where no sandboxed run can write)."""
 
 
 def roofline_key(task: Task, settings: KernelBenchSettings) -> tuple[str, str, str]:
@@ -35,14 +37,35 @@ def roofline_key(task: Task, settings: KernelBenchSettings) -> tuple[str, str, s
     return hashlib.sha256(task.reference.encode()).hexdigest(), shapes, settings.device
 
 
+def _stored(key: tuple[str, str, str]) -> Path:
+    from maxcode.config import cache_dir
+
+    name = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:24]
+    return cache_dir("kernelbench") / f"roofline-{name}.json"
+
+
 def known(key: tuple[str, str, str]) -> dict[str, Any] | None:
+    if key not in _ROOFLINES:
+        try:
+            stored = json.loads(_stored(key).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if isinstance(stored, dict):
+            _ROOFLINES[key] = stored
     return _ROOFLINES.get(key)
 
 
 def remember(key: tuple[str, str, str], measured: object) -> dict[str, Any] | None:
     """Keep the first measurement of a task; returns the one kept."""
-    if isinstance(measured, dict):
-        _ROOFLINES.setdefault(key, measured)
+    if isinstance(measured, dict) and known(key) is None:
+        _ROOFLINES[key] = measured
+        path = _stored(key)
+        try:
+            staging = path.with_suffix(f".{os.getpid()}.tmp")
+            staging.write_text(json.dumps(measured), encoding="utf-8")
+            os.replace(staging, path)
+        except OSError:
+            pass  # kept in this process only
     return _ROOFLINES.get(key)
 
 

@@ -22,10 +22,12 @@ from typing import Any
 
 from maxcode.config import cache_dir
 from maxcode.errors import TaskError
-from maxcode.evaluate.kernelbench.channel import Conversation, TimedPlan
+from maxcode.evaluate.kernelbench.channel import Conversation
 from maxcode.evaluate.kernelbench.evidence import WorkerReport, read_report, read_tensors
+from maxcode.evaluate.kernelbench.schedule import TimedPlan
 from maxcode.evaluate.kernelbench.settings import CHECK_SEEDS, WARMUP_SEEDS, KernelBenchSettings
 from maxcode.evaluate.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
+from maxcode.tasks.kernelbench import reference_failure
 from maxcode.tasks.model import Task
 
 _RESULT_BYTES = 4 << 30
@@ -86,6 +88,18 @@ class Job:
 
     def remove(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def startup_cpus(timing: int | None) -> list[int]:
+    """CPUs the reference's worker may start up on: every one this process may use but the
+    timing CPU (empty: start where the run is pinned)."""
+    if timing is None:
+        return []
+    try:
+        allowed = os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        return []
+    return sorted(allowed - {timing})
 
 
 @dataclass
@@ -159,17 +173,19 @@ class WorkerRunner:
         prefix: tuple[str, ...] = (),
         readonly: tuple[Path, ...] = (),
         collect: str | None = None,
+        wall_s: float | None = None,
     ) -> Side:
         """One sandboxed worker run; ``conversation`` serves its descriptor 3, ``prefix`` goes
         before the interpreter (a profiler), ``readonly`` adds folders it must see,
-        ``collect`` names a file it leaves behind."""
+        ``collect`` names a file it leaves behind, ``wall_s`` replaces the task's time limit
+        (a run that waits for another's turns)."""
         spec_path = self.job / f"{role}.json"
         write_readable(spec_path, json.dumps({**spec, "role": role}))
         workdir = make_scratch(f"maxcode-kb-{role}-")
         try:
             cuda = self.settings.device == "cuda"
             limits = Limits(
-                wall_s=self.task.timeout_s,
+                wall_s=wall_s or self.task.timeout_s,
                 memory_bytes=None if cuda else self.task.memory_mb << 20,
                 file_size_bytes=_RESULT_BYTES,
                 processes=256,
@@ -281,7 +297,7 @@ def check_reference(task: Task, side: Side, timed: bool = True) -> None:
         why = f"{result.limit_hit} limit hit"
     else:
         why = last_line(result.stderr) or f"exit code {result.exit_code}"
-    raise TaskError(f"{task.origin}: the reference does not run: {why}")
+    raise TaskError(reference_failure(task, why))
 
 
 def _failing_frame(detail: str) -> str:
@@ -299,4 +315,13 @@ def last_line(text: str) -> str:
     return lines[-1].strip()[:300] if lines else ""
 
 
-__all__ = ["Job", "Seeds", "Side", "TimedPlan", "WorkerRunner", "cache_folder", "python_paths"]
+__all__ = [
+    "Job",
+    "Seeds",
+    "Side",
+    "TimedPlan",
+    "WorkerRunner",
+    "cache_folder",
+    "python_paths",
+    "startup_cpus",
+]

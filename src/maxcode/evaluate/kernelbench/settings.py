@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from maxcode.evaluate.kernelbench.schedule import Stopping
 
 DEFAULT_TOLERANCE = {"float32": 1e-4, "float64": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
 """atol = rtol per output dtype; other floating types get 1e-2; integers and bools are exact."""
 CHECK_SEEDS = 3
 WARMUP_SEEDS = 3
 CHUNK = 8
-"""Timed calls per chunk: the parent sends a chunk's seeds just before it and stamps it."""
+"""Timed calls per chunk at most: the parent sends a chunk's seeds just before it and stamps
+it; the two workers take turns chunk by chunk."""
+CHUNK_S = 0.02
+"""Seconds of calls a chunk aims at (slow calls make chunks of fewer calls, down to one)."""
+MIN_PAIRS = 4
+"""Pairs of chunks (one per side) timed before the interval may stop the timing."""
+TARGET = 0.02
+"""Timing stops once the speedup's 95% interval lies within +-2% of it."""
+WARMUP_S = 0.3
+"""Seconds of warm-up after which a worker stops warming up (after two calls at least)."""
 KEEP_BYTES = 256 << 20
 """Outputs of timed calls kept for checking, per program: all of them when they fit."""
 SAMPLED_OUTPUTS = 16
@@ -27,13 +39,15 @@ class KernelBenchSettings:
     device: str = "cpu"
     """cpu or cuda."""
     trials: int | None = None
-    """Timed calls per program; None: as many as fit ``budget_s`` within the device's bounds."""
+    """Timed calls per program; None: until the speedup's interval is narrow (``TARGET``),
+    within the device's bounds and ``budget_s``."""
     compile_baseline: bool = False
     """Also time the reference under ``torch.compile``."""
     tolerance: float | None = None
     """atol = rtol for floating outputs; None: by dtype (``DEFAULT_TOLERANCE``)."""
-    budget_s: float = 1.0
-    """Seconds of timed calls aimed at per program, when ``trials`` is None."""
+    budget_s: float = 2.0
+    """Seconds of the timing window (both programs, alternated) after which timing stops when
+    ``trials`` is None, unless the speedup's interval was narrow earlier."""
     profile: bool = False
     """Profile one forward of the reference and of the candidate (``torch.profiler``)."""
     compile_only: bool = False
@@ -54,16 +68,12 @@ class KernelBenchSettings:
         return not (self.kernel_backend() == "triton" and self.device != "cuda")
 
     def worker_timing(self) -> dict[str, Any]:
-        """The worker's timing settings: CUDA takes at least 100 trials, as KernelBench does."""
-        cuda = self.device == "cuda"
-        low, high = (100, 2000) if cuda else (10, 200)
-        if self.trials is not None:
-            low = high = self.trials
-        return {
-            "warmup": 10 if cuda else 3,
-            "min_trials": low,
-            "max_trials": high,
-            "budget_s": self.budget_s,
-            "keep_bytes": KEEP_BYTES,
-            "chunk": CHUNK,
-        }
+        """The worker's timing settings (how the calls are timed is the parent's to say)."""
+        return {"warmup": 10 if self.device == "cuda" else 3, "warmup_s": WARMUP_S}
+
+    def stopping(self) -> Stopping:
+        """How many timed calls: CUDA takes at least 100, as KernelBench does."""
+        from maxcode.evaluate.kernelbench.schedule import Stopping
+
+        low, high = (100, 4000) if self.device == "cuda" else (10, 1000)
+        return Stopping(self.trials, low, high, self.budget_s)

@@ -12,11 +12,18 @@ other seed): the seeds of the checked and timed inputs come from the parent over
 
 The conversation on descriptor 3 (JSON lines; raw bytes follow a header that counts them):
 
-- ``ready`` (trials planned, output bytes): the model is built and warmed up. The parent answers
-  with the check seeds and the number of timed calls.
-- per chunk of timed calls: ``next`` (asks for the chunk's seeds; the parent answers with one
-  fresh seed per call), ``begin`` and ``end`` around the calls, then the parent answers with the
-  calls whose outputs it keeps (chosen after they ran) and ``outputs`` sends them.
+- ``ready`` (seconds of one warmed-up call, output bytes): the model is built and warmed up.
+  The parent answers with the check seeds.
+- per chunk of timed calls: ``next`` (asks for the chunk's seeds; the parent answers when it is
+  this worker's turn, with one fresh seed per call, or with none when the phase is over),
+  ``begin`` and ``end`` (with the calls' in-process seconds) around the calls, then the parent
+  answers with the calls whose outputs it keeps (chosen after they ran) and ``outputs`` sends
+  them.
+
+The reference's worker and the candidate's are alive together and take turns chunk by chunk;
+the one whose turn it is not waits on descriptor 3. The reference may start up on other CPUs
+than the timing one (``startup_cpus``), so both start-ups overlap; it moves to the timing CPU
+before its timed calls.
 
 The parent stamps every message with its own clock. A candidate that patches anything in this
 process (the clock, this module, torch) can at most lie about its own timings and the outputs it
@@ -160,15 +167,23 @@ def main(spec_path: str) -> int:
     with open("result.json.tmp", "w", encoding="utf-8") as handle:
         json.dump(result, handle)
     os.replace("result.json.tmp", "result.json")
-    return 0
+    # Everything is written and closed: skip the interpreter's teardown (with torch loaded it
+    # takes a good part of a second, on both sides of every evaluation).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
     if spec["role"] == "compile_check":
         _compile_check(spec, result)
         return
+    pinned = _start_on(spec.get("startup_cpus"))
+    stages = _Stages(result)
     launches = _TritonLaunches.install(spec) if spec.get("backend") == "triton" else None
     import torch
+
+    stages.done("torch")
 
     device = torch.device(spec["device"])
     if device.type == "cuda" and device.index is None:
@@ -189,6 +204,7 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         ) from None
     if spec["role"] == "reference":
         factory = problem.Model
+        stages.done("load")
     else:
         try:
             candidate = _load_module("maxcode_candidate", spec["candidate"], overrides)
@@ -209,6 +225,7 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         factory = getattr(candidate, "ModelNew", None)
         if factory is None:
             raise _Failure("compile_error", "the candidate defines no ModelNew class")
+        stages.done("load")
     get_inputs, get_init_inputs = problem.get_inputs, problem.get_init_inputs
     torch.manual_seed(spec["init_seed"])
     init_inputs = get_init_inputs()
@@ -272,13 +289,19 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
     with torch.no_grad():
         # Warm-up on inputs of its own seeds; only then are the checked and timed inputs sent.
         # Untimed (Triton in its interpreter): no warm-up, nothing to plan.
-        planned, output_bytes = timing.warm_up(model) if spec.get("timed", True) else (1, 0)
-        plan = channel.ask({"m": "ready", "trials": planned, "output_bytes": output_bytes})
+        stages.done("model")
+        estimate, output_bytes = timing.warm_up(model) if spec.get("timed", True) else (0.0, 0)
+        stages.done("warmup")
+        plan = channel.ask({"m": "ready", "estimate_s": estimate, "output_bytes": output_bytes})
         check_seeds = [int(seed) for seed in plan["check"]]
-        trials = int(plan["trials"])
         for number, seed in enumerate(check_seeds):
             inputs = make_inputs(seed)
-            saved["before"].append(to_cpu([v for v in inputs if isinstance(v, torch.Tensor)]))
+            # The inputs before the call screen the task (the reference's only).
+            saved["before"].append(
+                to_cpu([v for v in inputs if isinstance(v, torch.Tensor)])
+                if spec["role"] == "reference"
+                else []
+            )
             given = fresh(inputs)
             first = flat(checked(*given), f"seed {number}")
             sync()
@@ -291,6 +314,7 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
             saved["again"].append(to_cpu(second))
         del inputs, given, first, second
         result["aliased"] = aliased
+        stages.done("checks")
         if not spec.get("timed", True):
             if launches is not None:
                 result["triton"] = launches.report(None, 0)
@@ -302,9 +326,12 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         times: dict[str, list[float]] = {}
         label = "eager" if spec["role"] == "reference" else "candidate"
         launched_before = launches.total() if launches is not None else 0
-        times[label] = timing.run(model, "K", trials)
+        _pin(pinned)  # the timed calls run on the timing CPU, the candidate's
+        times[label] = timing.run(model, "K")
+        stages.done("timed")
         if launches is not None:
-            result["triton"] = launches.report(launches.total() - launched_before, trials)
+            timed_calls = len(times[label])
+            result["triton"] = launches.report(launches.total() - launched_before, timed_calls)
         result["threads_after"] = _threads()
         result["torch_threads_after"] = torch.get_num_threads()
         if spec.get("profile"):
@@ -317,11 +344,11 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
             # around an identity model.
             identity = lambda *xs: xs[0]  # noqa: E731
             timing.warm_up(identity)
-            times["overhead"] = timing.run(identity, "O", trials)
+            times["overhead"] = timing.run(identity, "O")
             if spec.get("compile_baseline"):
                 compiled = torch.compile(model)
                 timing.warm_up(compiled)
-                times["compile"] = timing.run(compiled, "C", trials)
+                times["compile"] = timing.run(compiled, "C")
             if spec.get("roofline", True):  # the parent keeps a measurement per task
                 try:
                     result["roofline"] = _roofline(
@@ -330,8 +357,10 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
                 except Exception as error:  # informational: never costs the task its reference
                     message = f"{type(error).__name__}: {error}"
                     result["roofline_error"] = message[:_MESSAGE_CHARS]
+    stages.done("baselines")
     result["times"] = times
     torch.save(saved, "tensors.pt")
+    stages.done("saved")
 
 
 class _TritonLaunches:
@@ -770,10 +799,11 @@ class _Timing:
         self.cuda = device.type == "cuda"
         self.last: Any = None
 
-    def warm_up(self, model: Callable[..., Any]) -> tuple[int, int]:
-        """Warm-up calls; returns the trials that fit the budget and one call's output bytes."""
+    def warm_up(self, model: Callable[..., Any]) -> tuple[float, int]:
+        """Warm-up calls (fewer when calls are slow: two once ``warmup_s`` is spent); returns
+        the seconds of the fastest call and one call's output bytes."""
         spec = self.spec
-        estimate, output_bytes = 0.0, 0
+        estimate, output_bytes, spent = float("inf"), 0, 0.0
         seeds = spec["warmup_seeds"]
         for number in range(spec["warmup"]):
             given = self.make_inputs(seeds[number % len(seeds)])
@@ -781,42 +811,41 @@ class _Timing:
             start = _perf_counter()
             output = model(*given)
             self.sync()
-            estimate = _perf_counter() - start
+            seconds = _perf_counter() - start
+            estimate, spent = min(estimate, seconds), spent + seconds
             values = output if isinstance(output, (tuple, list)) else [output]
             output_bytes = sum(
                 value.numel() * value.element_size()
                 for value in values
                 if isinstance(value, self.torch.Tensor)
             )
-        trials = spec["min_trials"]
-        if estimate > 0:
-            fitting = int(spec["budget_s"] / estimate)
-            trials = max(spec["min_trials"], min(spec["max_trials"], fitting))
-        if output_bytes:
-            trials = max(1, min(trials, max(spec["keep_bytes"] // output_bytes, 1)))
-            trials = max(trials, min(spec["min_trials"], spec["max_trials"]))
-        return trials, output_bytes
+            if number >= 1 and spent >= spec.get("warmup_s", float("inf")):
+                break
+        return (estimate if estimate < float("inf") else 0.0), output_bytes
 
-    def run(self, model: Callable[..., Any], phase: str, trials: int) -> list[float]:
+    def run(self, model: Callable[..., Any], phase: str) -> list[float]:
+        """Chunks of timed calls for as long as the parent sends seeds."""
         torch = self.torch
         flush = torch.empty(64 << 20, dtype=torch.int32, device=self.device) if self.cuda else None
         samples: list[float] = []
-        chunk_size = int(self.spec["chunk"])
-        for chunk, first in enumerate(range(0, trials, chunk_size)):
-            calls = min(chunk_size, trials - first)
+        chunk = 0
+        while True:
             where = {"phase": phase, "chunk": chunk}
-            answer = self.channel.ask({"m": "next", **where, "calls": calls})
+            answer = self.channel.ask({"m": "next", **where})
             seeds = [int(seed) for seed in answer["seeds"]]
+            if not seeds:
+                return samples
             # The chunk's inputs are made before its begin marker, so the host time between
             # the markers is the calls'.
             batch = [self.make_inputs(seed) for seed in seeds]
-            outputs = []
+            outputs, times = [], []
             self.channel.send({"m": "begin", **where})
             for given in batch:
-                samples.append(self._call(model, given, flush))
+                times.append(self._call(model, given, flush))
                 outputs.append(self.last)
                 self.last = None
-            self.channel.send({"m": "end", **where})
+            self.channel.send({"m": "end", **where, "times": times})
+            samples += times
             del batch
             wanted = self.channel.receive()["keep"]
             items, payloads = [], []
@@ -834,10 +863,10 @@ class _Timing:
                         }
                     )
                     payloads.append(raw)
-                items.append({"position": first + int(position), "tensors": described})
+                items.append({"position": int(position), "tensors": described})
             self.channel.send({"m": "outputs", **where, "items": items}, payloads)
             del outputs, payloads
-        return samples
+            chunk += 1
 
     def _call(self, model: Callable[..., Any], given: list[Any], flush: Any) -> float:
         """One timed call (its output left in ``self.last``)."""

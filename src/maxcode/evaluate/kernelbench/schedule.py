@@ -1,0 +1,331 @@
+"""Reference and candidate timed in one window: the shared plan of timed calls, the turns the
+two workers take, when to stop, and the paired estimate of the speedup.
+
+Both workers are alive together. The parent grants timed chunks in turn, reference chunk 0,
+candidate chunk 0, reference chunk 1, ... on the same seeds (chunk n of both sides holds the
+same inputs), and a worker waits on its descriptor 3 while the other one computes: a load that
+starts during an evaluation hits both sides, and two workers never time each other's work.
+
+The estimator (``paired_speedup``). Per pair n of adjacent chunks (the reference's chunk n and
+the candidate's chunk n, timed back to back), the ratio r_n = median of the reference's per-call
+seconds in chunk n / median of the candidate's. The speedup is the geometric mean of the r_n
+(exp of the mean of log r_n); its 95% confidence interval is a Student t interval on the log
+ratios, exp(mean +- t(0.975, n-1) * sd / sqrt n). A ratio of chunk medians is immune to a
+single interrupted call; pairing cancels a load that drifts slower than a pair (a few tens of
+milliseconds); the log makes the interval symmetric for speedups and slowdowns alike. It is
+the same quantity as before, reference cost / candidate cost: the reported candidate cost is
+the reference's median over the speedup.
+
+When to stop (``Stopping``): after each pair, once at least ``MIN_PAIRS`` pairs and the
+device's least number of calls ran, timing stops as soon as the interval lies within
+``TARGET`` (+-2%) of the speedup, or when the calls or the seconds of the timing window reach
+their cap. With a fixed number of trials (``--repeats``) exactly that many calls run.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+
+from maxcode.evaluate.kernelbench.settings import (
+    CHUNK,
+    CHUNK_S,
+    KEEP_BYTES,
+    MIN_PAIRS,
+    SAMPLED_OUTPUTS,
+    TARGET,
+)
+
+REFERENCE, CANDIDATE = "reference", "candidate"
+OVERHEAD_CHUNKS = 4
+"""Chunks of the identity model (phase ``O``, the harness's own cost per call) at most."""
+
+# Two-sided 97.5% quantiles of Student's t for 1..30 degrees of freedom.
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+def t_quantile(degrees: int) -> float:
+    """The 97.5% quantile of Student's t (a table to 30 degrees, Cornish-Fisher beyond)."""
+    if degrees < 1:
+        return math.inf
+    if degrees <= len(_T975):
+        return _T975[degrees - 1]
+    z = 1.959964
+    return z + (z**3 + z) / (4 * degrees) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * degrees**2)
+
+
+@dataclass(frozen=True)
+class PairedEstimate:
+    """The speedup from paired chunks and its 95% confidence interval."""
+
+    speedup: float
+    low: float | None
+    """None with fewer than two pairs."""
+    high: float | None
+    pairs: int
+
+    def narrow(self, target: float = TARGET) -> bool:
+        """The interval lies within ``target`` (relative) of the speedup on both sides."""
+        if self.low is None or self.high is None:
+            return False
+        return self.high <= self.speedup * (1 + target) and self.low >= self.speedup * (1 - target)
+
+
+_FLOOR_S = 1e-9
+
+
+def paired_speedup(reference: list[list[float]], candidate: list[list[float]]) -> PairedEstimate:
+    """The estimate from per-chunk call times of both sides (chunk n of each is a pair; chunks
+    without a partner are left out). See the module's docstring."""
+    logs = [
+        math.log(max(statistics.median(ref), _FLOOR_S) / max(statistics.median(cand), _FLOOR_S))
+        for ref, cand in zip(reference, candidate)
+        if ref and cand
+    ]
+    if not logs:
+        return PairedEstimate(0.0, None, None, 0)
+    centre = statistics.fmean(logs)
+    if len(logs) < 2:
+        return PairedEstimate(math.exp(centre), None, None, 1)
+    half = t_quantile(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return PairedEstimate(
+        math.exp(centre), math.exp(centre - half), math.exp(centre + half), len(logs)
+    )
+
+
+@dataclass(frozen=True)
+class Stopping:
+    """How many timed calls per side: ``trials`` fixed, or adaptive between the bounds."""
+
+    trials: int | None = None
+    min_calls: int = 10
+    max_calls: int = 1000
+    budget_s: float = 2.0
+    """Seconds of the timing window (both sides) after which timing stops (once
+    ``min_pairs`` ran: the window wins over ``min_calls`` when calls are slow)."""
+    min_pairs: int = MIN_PAIRS
+    target: float = TARGET
+
+    def next_calls(
+        self,
+        chunk: int,
+        reference: list[list[float]],
+        candidate: list[list[float]],
+        elapsed_s: float,
+    ) -> int:
+        """Calls of the next chunk (0: stop), after the pairs so far."""
+        done = sum(len(times) for times in reference)
+        if self.trials is not None:
+            return max(0, min(chunk, self.trials - done))
+        if done >= self.max_calls:
+            return 0
+        calls = min(chunk, self.max_calls - done)
+        if len(candidate) < self.min_pairs:
+            return calls
+        if elapsed_s >= self.budget_s:
+            return 0
+        if done < self.min_calls:
+            return calls
+        if paired_speedup(reference, candidate).narrow(self.target):
+            return 0
+        return calls
+
+
+def chunk_calls(estimate_s: float, trials: int | None) -> int:
+    """Calls per chunk: about ``CHUNK_S`` of calls, at most ``CHUNK``, at least one."""
+    calls = CHUNK if estimate_s <= 0 else round(CHUNK_S / estimate_s)
+    calls = max(1, min(CHUNK, calls))
+    return min(calls, trials) if trials else calls
+
+
+@dataclass
+class TimedPlan:
+    """The timed calls of one evaluation, shared by the reference's run and the candidate's:
+    the calls of each chunk (decided in turn by ``Schedule``), the seed of each call (drawn
+    when first asked for), the calls whose outputs are kept (drawn after the reference ran
+    them, named to the candidate only after it ran them too)."""
+
+    chunk: int = CHUNK
+    """Calls per chunk (from the reference's warm-up)."""
+    output_bytes: int = 0
+    """Bytes of one call's outputs, as the reference reported them."""
+    keep_all: bool = True
+    """Every call's outputs are kept (they fit ``KEEP_BYTES``); else one call per chunk."""
+    chunks: list[int] = field(default_factory=list)
+    """Calls of each timed chunk (phase K), in order."""
+    seeds: list[int] = field(default_factory=list)
+    keep: set[int] = field(default_factory=set)
+    """Kept positions of the chunks decided so far."""
+    _kept_chunks: set[int] = field(default_factory=set)
+    _draw: secrets.SystemRandom = field(default_factory=secrets.SystemRandom)
+
+    def decide(self, estimate_s: float, output_bytes: int, stopping: Stopping) -> None:
+        """The reference's warm-up sizes the chunks and says whether all outputs fit."""
+        self.chunk = chunk_calls(estimate_s, stopping.trials)
+        self.output_bytes = output_bytes
+        most = stopping.trials or stopping.max_calls
+        self.keep_all = output_bytes * most <= KEEP_BYTES
+
+    @property
+    def trials(self) -> int:
+        return sum(self.chunks)
+
+    def first(self, chunk: int) -> int:
+        """Position of the first call of K chunk ``chunk``."""
+        return sum(self.chunks[:chunk])
+
+    def seeds_for(self, first: int, calls: int) -> list[int]:
+        while len(self.seeds) < first + calls:
+            self.seeds.append(self._draw.randrange(2**63))
+        return self.seeds[first : first + calls]
+
+    def keep_chunk(self, chunk: int) -> list[int]:
+        """The kept positions of K chunk ``chunk`` (drawn the first time it is asked)."""
+        first, calls = self.first(chunk), self.chunks[chunk]
+        if chunk not in self._kept_chunks:
+            self._kept_chunks.add(chunk)
+            if self.keep_all:
+                self.keep.update(range(first, first + calls))
+            elif len(self.keep) < max(SAMPLED_OUTPUTS, KEEP_BYTES // max(self.output_bytes, 1)):
+                self.keep.add(first + self._draw.randrange(calls))
+        return [p for p in range(first, first + calls) if p in self.keep]
+
+    def kept(self, position: int) -> bool:
+        return position in self.keep
+
+    def positions(self) -> list[int]:
+        """Every kept position, in order."""
+        return sorted(self.keep)
+
+    def byte_budget(self) -> int:
+        """The most output bytes a run may send (twice what the reference's outputs take)."""
+        return 2 * max(KEEP_BYTES, SAMPLED_OUTPUTS * self.output_bytes) + (1 << 20)
+
+
+class Schedule:
+    """The turns of the two workers' timed chunks (see the module's docstring). Called from
+    the two conversations' threads: ``grant`` blocks until the side may run its chunk and
+    returns its calls (0: the phase is over for it); ``finish`` frees the floor; ``gone`` says a
+    side's run ended, so the other never waits for it."""
+
+    def __init__(self, plan: TimedPlan, stopping: Stopping) -> None:
+        self.plan, self.stopping = plan, stopping
+        self._turn = threading.Condition()
+        self._asked: set[str] = set()
+        self._gone: set[str] = set()
+        self._busy: str | None = None
+        self._finished = {REFERENCE: 0, CANDIDATE: 0}
+        self._stopped = False
+        self._phases: dict[str, list[int]] = {}
+        self.times: dict[str, list[list[float]]] = {REFERENCE: [], CANDIDATE: []}
+        """Per-call seconds of each K chunk per side, as the workers reported them."""
+        self.started_ns: int | None = None
+        """When the first timed chunk was granted (the timing window opens)."""
+        self.stopped_ns: int | None = None
+        """When the last pair ended (the window closes)."""
+        self.waited_ns = {REFERENCE: 0, CANDIDATE: 0}
+        """Time each side spent waiting for its turn (blocked on its socket)."""
+
+    def grant(self, side: str, phase: str, chunk: int) -> int:
+        asked = time.perf_counter_ns()
+        with self._turn:
+            if phase == "K" and chunk == 0:
+                self._asked.add(side)
+                self._turn.notify_all()
+            while True:
+                calls = self._decide(side, phase, chunk)
+                if calls is not None:
+                    break
+                self._turn.wait()
+            if calls:
+                self._busy = side
+                if self.started_ns is None:
+                    self.started_ns = time.perf_counter_ns()
+            self.waited_ns[side] += time.perf_counter_ns() - asked
+            return calls
+
+    def finish(self, side: str, phase: str, times: list[float]) -> None:
+        with self._turn:
+            if self._busy == side:
+                self._busy = None
+            if phase == "K":
+                self.times[side].append(list(times))
+                self._finished[side] += 1
+            self._turn.notify_all()
+
+    def gone(self, side: str) -> None:
+        with self._turn:
+            self._gone.add(side)
+            if self._busy == side:
+                self._busy = None
+            self._turn.notify_all()
+
+    def _decide(self, side: str, phase: str, chunk: int) -> int | None:
+        """Calls of the chunk, 0 when the phase is over, None while the side must wait."""
+        if side in self._gone:
+            return 0
+        other = CANDIDATE if side == REFERENCE else REFERENCE
+        if self._busy is not None:
+            return None
+        if phase != "K":
+            # The reference's baselines (identity model, torch.compile): after the pairs.
+            if not (self._stopped or other in self._gone):
+                return None
+            return self._baseline(phase, chunk)
+        if side == CANDIDATE:
+            if chunk < len(self.plan.chunks) and self._finished[REFERENCE] > chunk:
+                return self.plan.chunks[chunk]
+            if self._stopped or REFERENCE in self._gone:
+                return 0
+            return None
+        if other in self._gone or self._stopped:
+            return self._stop()
+        if chunk == 0:
+            if CANDIDATE not in self._asked:
+                return None
+            calls = self.stopping.next_calls(self.plan.chunk, [], [], 0.0)
+        else:
+            if self._finished[CANDIDATE] < chunk:
+                return None
+            elapsed = (time.perf_counter_ns() - (self.started_ns or 0)) / 1e9
+            calls = self.stopping.next_calls(
+                self.plan.chunk, self.times[REFERENCE], self.times[CANDIDATE], elapsed
+            )
+        if not calls:
+            return self._stop()
+        self.plan.chunks.append(calls)
+        return calls
+
+    def _stop(self) -> int:
+        if not self._stopped:
+            self._stopped = True
+            self.stopped_ns = time.perf_counter_ns()
+            self._turn.notify_all()
+        return 0
+
+    def _baseline(self, phase: str, chunk: int) -> int:
+        if phase not in self._phases:
+            total = self.plan.trials
+            if phase == "O":
+                total = min(total, OVERHEAD_CHUNKS * self.plan.chunk)
+            step = self.plan.chunk
+            sizes = [min(step, total - first) for first in range(0, total, step)]
+            self._phases[phase] = sizes
+        sizes = self._phases[phase]
+        return sizes[chunk] if chunk < len(sizes) else 0
+
+    def baseline_first(self, phase: str, chunk: int) -> int:
+        """Position of the first call of chunk ``chunk`` of a baseline phase."""
+        return sum(self._phases.get(phase, [])[:chunk])
+
+    def estimate(self) -> PairedEstimate:
+        with self._turn:
+            return paired_speedup(self.times[REFERENCE], self.times[CANDIDATE])

@@ -56,8 +56,9 @@ def test_a_problem_file_loads_without_running_it(tmp_path: Path) -> None:
 
 
 def test_shapes_scale_down_for_the_cpu() -> None:
-    assert scaled_constants(PROBLEM, 0.25) == {"batch_size": 4, "dim": 4096}
-    assert scaled_constants(PROBLEM, 0.0001) == {"batch_size": 1, "dim": 1}
+    # batch_size 16 -> 8 (no size goes below maxcode.tasks.scaling.MIN_SIZE)
+    assert scaled_constants(PROBLEM, 0.25) == {"batch_size": 8, "dim": 4096}
+    assert scaled_constants(PROBLEM, 0.0001) == {"batch_size": 8, "dim": 8}
     with pytest.raises(TaskError, match="scale"):
         scaled_constants(PROBLEM, 2.0)
 

@@ -2,8 +2,9 @@
 ``get_init_inputs()``, and module-level shape constants.
 
 Files are read and checked without importing them (no code runs in the controlling process).
-Shapes can be scaled down by overriding the integer module constants, which a CPU needs for
-level-1 sizes; the overrides are kept with the task and recorded with every result.
+A problem can be scaled down to a CPU's size (``--scale``): its sizes are rewritten in the
+source, its hyper-parameters kept (``maxcode.tasks.scaling`` says how it tells them apart);
+the scaled source is the task's reference, and what was scaled is in its description.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from maxcode.errors import TaskError
 from maxcode.tasks.model import Task
+from maxcode.tasks.scaling import Scaling, scale_problem
 
 KERNELBENCH_TIMEOUT_S = 600.0
 KERNELBENCH_MEMORY_MB = 16384
@@ -37,10 +39,20 @@ def shape_constants(source: str) -> dict[str, int]:
 
 
 def scaled_constants(source: str, scale: float) -> dict[str, int]:
-    """Every shape constant multiplied by ``scale`` (at least 1), for running on a CPU."""
-    if not 0 < scale <= 1:
-        raise TaskError(f"the shape scale must be in (0, 1], not {scale}")
-    return {name: max(1, int(value * scale)) for name, value in shape_constants(source).items()}
+    """The integer module constants whose value ``scale`` changes, with their new values."""
+    return scale_problem(source, scale).overrides
+
+
+def reference_failure(task: Task, why: str) -> str:
+    """The one-line error of a reference that does not run, naming the scaling when the task
+    was scaled (the likely cause, and the override that undoes it)."""
+    scaling = task.extra.get("scaling")
+    if not isinstance(scaling, Scaling) or scaling.scale == 1.0:
+        return f"{task.origin}: the reference does not run: {why}"
+    return (
+        f"{task.origin}: the problem does not run at scale {scaling.scale:g}: {why} "
+        f"({scaling.note()}; a '# maxcode: keep NAME' comment in the problem keeps a constant)"
+    )
 
 
 def load_kernelbench_problem(path: Path, scale: float = 1.0) -> Task:
@@ -67,19 +79,31 @@ def load_kernelbench_problem(path: Path, scale: float = 1.0) -> Task:
     missing = [name for name in REQUIRED_FUNCTIONS if name not in functions]
     if missing:
         raise TaskError(f"{path}: missing {', '.join(f'{name}()' for name in missing)}")
-    overrides = scaled_constants(source, scale) if scale != 1.0 else {}
+    try:
+        scaling = scale_problem(source, scale) if scale != 1.0 else Scaling(scale, source)
+    except TaskError as error:
+        raise TaskError(f"{path}: {error}") from None
     docstring = ast.get_docstring(classes["Model"]) or ""
+    description = docstring.strip().splitlines()[0] if docstring.strip() else ""
+    if scale != 1.0:
+        description = f"{description} ({scaling.note()})".strip()
     return Task(
         name=path.stem,
         kind="kernelbench",
-        reference=source,
+        reference=scaling.source,
         tests=(),
         origin=str(path),
-        description=docstring.strip().splitlines()[0] if docstring.strip() else "",
+        description=description,
         # One limit for a whole worker run: importing torch, building extensions, all calls.
         timeout_s=KERNELBENCH_TIMEOUT_S,
         memory_mb=KERNELBENCH_MEMORY_MB,
-        extra={"scale": scale, "constants": shape_constants(source), "overrides": overrides},
+        extra={
+            "scale": scale,
+            "constants": shape_constants(source),
+            "overrides": scaling.overrides,
+            "scaling": scaling,
+            "source": source,
+        },
     )
 
 

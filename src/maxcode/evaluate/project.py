@@ -621,17 +621,20 @@ def _correct(
         project.verdict.flag(
             "timing-floor", "the bench runs in under a millisecond; make it do more work"
         )
+    reference_cost = statistics.median(reference_costs)
+    candidate_cost = statistics.median(candidate_costs)
     return project.verdict.make(
         compiled=True,
         correct=True,
         speedup=interval.estimate,
         speedup_interval=(interval.low, interval.high),
-        reference_cost=statistics.median(reference_costs),
-        candidate_cost=statistics.median(candidate_costs),
+        reference_cost=reference_cost,
+        candidate_cost=candidate_cost,
         tests_passed=len(outcomes),
         tests=outcomes,
-        reference_costs=reference_costs,
-        candidate_costs=candidate_costs,
+        # Per check, as Feedback's per-test lists are read: the bench belongs to the first.
+        reference_costs=[reference_cost],
+        candidate_costs=[candidate_cost],
         repeats=repeats,
     )
 

@@ -34,7 +34,10 @@ def _fail(message: str, code: int) -> None:
 class _Commands(click.Group):
     """The top-level group; command groups with heavy imports load only when named."""
 
-    lazy: ClassVar[dict[str, tuple[str, str]]] = {"llm": ("maxcode.llm.cli", "llm_group")}
+    lazy: ClassVar[dict[str, tuple[str, str]]] = {
+        "llm": ("maxcode.llm.cli", "llm_group"),
+        "init": ("maxcode.tasks.init_project", "init_command"),
+    }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy])

@@ -9,6 +9,7 @@ need=()
 command -v g++ >/dev/null || need+=(g++)
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v valgrind >/dev/null || need+=(valgrind)
+command -v cmake >/dev/null || need+=(cmake)  # the CMake example project (examples/project)
 command -v chromium >/dev/null || need+=(chromium)  # the report tests render pages headless
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""

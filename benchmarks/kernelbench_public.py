@@ -1,0 +1,205 @@
+"""The public KernelBench problems, each against itself: does every problem run at ``--scale``,
+and does an identical candidate score 1.0?
+
+Given a checkout of ScalingIntelligence/KernelBench (the folder holding ``level1``,
+``level2``...; its files stay outside this repository), it evaluates for each problem of the
+chosen levels the problem's own ``Model`` as the candidate (the problem file with
+``class ModelNew(Model): pass`` appended) through ``maxcode eval --json`` as a user would, and
+prints per problem: whether it ran (or the one-line error), whether it was correct, the
+speedup with its interval, and the evaluation's wall time; then a summary: how many ran, how
+many identical candidates scored within 0.95-1.05, and which did not.
+
+    python benchmarks/kernelbench_public.py KERNELBENCH_DIR [--levels 1,2] [--scale 0.1]
+        [--jobs 1] [--limit N] [--only level1/42,level2/1] [--jsonl rows.jsonl]
+
+Timings need an otherwise idle machine; ``--jobs`` above 1 runs evaluations side by side
+(quicker for "does it run", noisier speedups).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from maxcode.tasks import kernelbench_suite
+
+BAND = (0.95, 1.05)
+"""An identical candidate's speedup should fall in here."""
+EVAL_TIMEOUT_S = 1800
+
+
+@dataclass
+class Row:
+    """One problem's evaluation."""
+
+    problem: str
+    """``level<N>/<file stem>``."""
+    ran: bool
+    """The evaluation finished with a result (the problem runs at this scale)."""
+    correct: bool = False
+    speedup: float | None = None
+    interval: tuple[float, float] | None = None
+    seconds: float = 0.0
+    """Wall time of the whole ``maxcode eval``."""
+    error: str = ""
+    """Why it did not run, or why the identical candidate was not correct (one line)."""
+    suspect: str = ""
+    """The void integrity finding that took the reward (the speedup is then 0)."""
+    claimed: float | None = None
+    """The speedup measured before a void finding took it."""
+
+
+def identical_candidate(problem: Path) -> str:
+    return problem.read_text(encoding="utf-8") + "\n\nclass ModelNew(Model):\n    pass\n"
+
+
+def evaluate(problem: Path, name: str, scale: float, compile_baseline: bool) -> Row:
+    with tempfile.TemporaryDirectory(prefix="maxcode-kbpublic-") as folder:
+        candidate = Path(folder) / "candidate.py"
+        candidate.write_text(identical_candidate(problem), encoding="utf-8")
+        command = [
+            sys.executable,
+            "-c",
+            "from maxcode.cli import run_cli; run_cli()",
+            "eval",
+            str(problem),
+            str(candidate),
+            "--json",
+            "--scale",
+            str(scale),
+            "--compile-baseline" if compile_baseline else "--no-compile-baseline",
+        ]
+        started = time.perf_counter()
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=EVAL_TIMEOUT_S, check=False
+            )
+        except subprocess.TimeoutExpired:
+            return Row(name, False, seconds=EVAL_TIMEOUT_S, error=f"over {EVAL_TIMEOUT_S} s")
+        seconds = time.perf_counter() - started
+    if done.returncode != 0 or not done.stdout.strip():
+        lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+        return Row(name, False, seconds=seconds, error=lines[-1] if lines else "no output")
+    result = json.loads(done.stdout)
+    error = result.get("error") or {}
+    interval = result.get("speedup_interval")
+    speedup = result.get("speedup")
+    return Row(
+        name,
+        True,
+        correct=bool(result.get("correct")),
+        speedup=float(speedup) if speedup is not None else None,
+        interval=(float(interval[0]), float(interval[1])) if interval else None,
+        seconds=seconds,
+        error=str(error.get("message", "")).splitlines()[0] if error else "",
+        suspect=str(result.get("suspect") or ""),
+        claimed=result.get("claimed_speedup"),
+    )
+
+
+def chosen_problems(root: Path, levels: list[int], limit: int | None, only: set[str]):
+    for level in levels:
+        folder = root / f"level{level}"
+        if not folder.is_dir():
+            raise SystemExit(f"{folder}: not a folder (give the KernelBench checkout's root)")
+        problems = kernelbench_suite(folder)
+        if only:
+            problems = [
+                path
+                for path in problems
+                if f"level{level}/{path.stem.split('_')[0]}" in only
+                or f"level{level}/{path.stem}" in only
+            ]
+        for path in problems[:limit] if limit else problems:
+            yield path, f"level{level}/{path.stem}"
+
+
+def print_row(row: Row) -> None:
+    if not row.ran:
+        print(f"{row.problem[:44]:<44} {'no':>4} {'':>7} {'':>17} {row.seconds:6.1f}  {row.error}")
+        return
+    speedup = f"{row.speedup:.3f}" if row.speedup is not None else "-"
+    interval = f"{row.interval[0]:.3f}-{row.interval[1]:.3f}" if row.interval else ""
+    tail = "" if row.correct else f"  wrong: {row.error}"
+    if row.suspect:
+        tail += f"  void (claimed {row.claimed or 0:.3f}): {row.suspect}"
+    print(
+        f"{row.problem[:44]:<44} {'yes':>4} {speedup:>7} {interval:>17} {row.seconds:6.1f}{tail}",
+        flush=True,
+    )
+
+
+def summary(rows: list[Row], scale: float) -> None:
+    ran = [row for row in rows if row.ran]
+    correct = [row for row in ran if row.correct and row.speedup is not None]
+    void = [row for row in correct if row.suspect]
+    inside = [row for row in correct if BAND[0] <= (row.speedup or 0) <= BAND[1]]
+    print()
+    print(
+        f"at scale {scale:g}: {len(ran)} of {len(rows)} problems ran; {len(correct)} correct, "
+        f"{len(void)} of them void (an integrity finding took the speedup)"
+    )
+    if correct:
+        speedups = [row.speedup or 0.0 for row in correct]
+        print(
+            f"identical candidate within {BAND[0]}-{BAND[1]}: {len(inside)} of {len(correct)}; "
+            f"speedups min {min(speedups):.3f}, median {statistics.median(speedups):.3f}, "
+            f"max {max(speedups):.3f}"
+        )
+        seconds = [row.seconds for row in rows]
+        print(
+            f"evaluation wall time: median {statistics.median(seconds):.1f} s, "
+            f"max {max(seconds):.1f} s, total {sum(seconds):.0f} s"
+        )
+    for row in rows:
+        if not row.ran:
+            print(f"  did not run: {row.problem}: {row.error}")
+        elif not row.correct:
+            print(f"  not correct: {row.problem}: {row.error}")
+        elif row.suspect:
+            print(f"  void: {row.problem}: claimed {row.claimed or 0:.3f}: {row.suspect}")
+        elif row not in inside:
+            print(f"  outside the band: {row.problem}: {row.speedup:.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("root", type=Path, help="the KernelBench checkout (holds level1, ...)")
+    parser.add_argument("--levels", default="1,2", help="comma-separated levels (default 1,2)")
+    parser.add_argument("--scale", type=float, default=0.1)
+    parser.add_argument("--jobs", type=int, default=1, help="evaluations run side by side")
+    parser.add_argument("--limit", type=int, default=None, help="first N problems per level")
+    parser.add_argument("--only", default="", help="e.g. level1/42,level2/1 (ids or stems)")
+    parser.add_argument("--compile-baseline", action="store_true", help="also time torch.compile")
+    parser.add_argument("--jsonl", type=Path, default=None, help="also write the rows here")
+    options = parser.parse_args()
+    levels = [int(level) for level in options.levels.split(",") if level.strip()]
+    only = {item.strip() for item in options.only.split(",") if item.strip()}
+    problems = list(chosen_problems(options.root, levels, options.limit, only))
+    print(f"{'problem':<44} {'ran':>4} {'speedup':>7} {'95% interval':>17} {'eval s':>6}")
+    with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
+        futures = [
+            pool.submit(evaluate, path, name, options.scale, options.compile_baseline)
+            for path, name in problems
+        ]
+        rows = []
+        for future in futures:
+            rows.append(future.result())
+            print_row(rows[-1])
+    if options.jsonl is not None:
+        with options.jsonl.open("w", encoding="utf-8") as handle:
+            for row in rows:
+                handle.write(json.dumps(asdict(row)) + "\n")
+    summary(rows, options.scale)
+
+
+if __name__ == "__main__":
+    main()

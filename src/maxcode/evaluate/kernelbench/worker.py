@@ -180,7 +180,8 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         return
     pinned = _start_on(spec.get("startup_cpus"))
     stages = _Stages(result)
-    launches = _TritonLaunches.install(spec) if spec.get("backend") == "triton" else None
+    triton = spec.get("backend") == "triton" and spec["role"] != "reference"
+    launches = _TritonLaunches.install(spec) if triton else None
     import torch
 
     stages.done("torch")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,7 +55,20 @@ def model_new(forward: str, imports: str = "") -> str:
     )
 
 
-def test_an_honest_candidate_is_correct_and_timed_against_eager() -> None:
+def test_an_honest_candidate_is_correct_and_timed_against_eager(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from maxcode.evaluate.kernelbench import evaluator
+    from maxcode.evaluate.kernelbench.schedule import Schedule
+
+    schedules: list[Schedule] = []
+
+    class Recorded(Schedule):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            schedules.append(self)
+
+    monkeypatch.setattr(evaluator, "Schedule", Recorded)
     feedback = judge(CHEATS / "honest.py")
     assert feedback.correct and feedback.compiled, feedback.error
     assert feedback.tests_passed == feedback.tests_total == 3
@@ -76,6 +90,13 @@ def test_an_honest_candidate_is_correct_and_timed_against_eager() -> None:
     # The harness's own cost per call, measured with an identity model, is below both.
     harness = feedback.timings["harness"]
     assert 1 <= harness.trials <= 20 and 0 < harness.median_s < reference.median_s
+    # Both workers were alive together and took turns: 20 calls as chunks of 8, 8 and 4 per
+    # side, reference chunk n before candidate chunk n, then the reference's identity model.
+    (schedule,) = schedules
+    timed = [(side, chunk) for side, phase, chunk in schedule.order if phase == "K"]
+    assert timed == [(side, n) for n in range(3) for side in ("reference", "candidate")]
+    assert [len(times) for times in schedule.times["candidate"]] == [8, 8, 4]
+    assert {phase for _, phase, _ in schedule.order} == {"K", "O"}
     # Where the evaluation's seconds went, phase by phase.
     assert {"start", "startup", "checks", "timing", "finish", "judging"} <= set(feedback.phases)
     assert all(seconds >= 0 for seconds in feedback.phases.values())
@@ -132,8 +153,14 @@ def test_cheats_on_the_clock_and_the_reference_gain_nothing(fixture: str) -> Non
     scored, at what it really costs (no better than honest)."""
     feedback = judge(CHEATS / fixture)
     assert feedback.correct, feedback.error
-    # Each does at least the reference's work, so honest timing cannot make it much faster.
-    assert feedback.speedup < 1.5, (feedback.speedup, feedback.timings)
+    # Each does at least the reference's work, so honest timing cannot make it much faster:
+    # the 95% interval of the paired estimate reaches below 1.5x (a bound far from both the
+    # patched clock's claim and a slowed reference's 20x; one draw of noise cannot cross it).
+    assert feedback.speedup_interval is not None, feedback.timings
+    assert feedback.suspect is not None or feedback.speedup_interval[0] < 1.5, (
+        feedback.speedup_interval,
+        feedback.timings,
+    )
 
 
 def test_a_cache_keyed_on_input_addresses_gains_nothing() -> None:
@@ -141,7 +168,9 @@ def test_a_cache_keyed_on_input_addresses_gains_nothing() -> None:
     answer is for other inputs and is caught (on a check seed or a timed call); when it does
     not, the cache never hits and the candidate pays for every call."""
     feedback = judge(CHEATS / "cache_by_pointer.py")
-    assert not feedback.correct or feedback.speedup < 1.5, feedback.timings
+    if feedback.correct and feedback.suspect is None:
+        assert feedback.speedup_interval is not None
+        assert feedback.speedup_interval[0] < 1.5, (feedback.speedup_interval, feedback.timings)
 
 
 def test_a_candidate_that_patches_the_harness_clock_is_caught_by_host_time() -> None:

@@ -217,6 +217,8 @@ class Conversation:
         if not calls:
             self._done.append(message.phase)
             self._current = None
+            if set(self.phases) <= set(self._done):
+                self.schedule.through(self.side)
             self._send({"seeds": []})
             return
         if message.phase == "K":

@@ -164,7 +164,7 @@ def evaluate_kernelbench(
             )
             return judge.compile_check(checked)
         key = roofline.roofline_key(task, settings)
-        schedule = Schedule(plan, settings.stopping())
+        schedule = Schedule(plan, settings.stopping(), opened=False)
         check_seeds = written.seeds.check
         phases = ("K", "O", "C") if settings.compile_baseline else ("K", "O")
         reference_spec = {
@@ -196,8 +196,11 @@ def evaluate_kernelbench(
                 conversation=Conversation(schedule, CANDIDATE, check_seeds, ("K",)),
                 wall_s=task.timeout_s + settings.budget_s,
             )
-            if torch is None:  # imported while the workers start up
-                import torch
+            try:
+                if torch is None:  # imported while the workers start up, before any timing
+                    import torch
+            finally:
+                schedule.open()
             reference, judged = running_reference.result(), running_candidate.result()
         clock.after_runs(reference, judged, schedule)
         check_reference(task, reference, settings.timed)

@@ -38,9 +38,15 @@ def roofline_key(task: Task, settings: KernelBenchSettings) -> tuple[str, str, s
 
 
 def _stored(key: tuple[str, str, str]) -> Path:
+    """The file of a task's measurement, named after the key and the worker's own code (what
+    measures it: a new harness measures again)."""
+    import importlib.resources
+
     from maxcode.config import cache_dir
 
-    name = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:24]
+    worker = importlib.resources.files("maxcode.evaluate.kernelbench").joinpath("worker.py")
+    named = json.dumps([*key, hashlib.sha256(worker.read_bytes()).hexdigest()])
+    name = hashlib.sha256(named.encode()).hexdigest()[:24]
     return cache_dir("kernelbench") / f"roofline-{name}.json"
 
 

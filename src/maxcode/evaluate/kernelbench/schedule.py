@@ -109,8 +109,8 @@ class Stopping:
     min_calls: int = 10
     max_calls: int = 1000
     budget_s: float = 2.0
-    """Seconds of the timing window (both sides) after which timing stops (once
-    ``min_pairs`` ran: the window wins over ``min_calls`` when calls are slow)."""
+    """Seconds of the timing window (both sides) after which timing stops (once ``min_pairs``
+    and ``min_calls`` ran)."""
     min_pairs: int = MIN_PAIRS
     target: float = TARGET
 
@@ -128,22 +128,22 @@ class Stopping:
         if done >= self.max_calls:
             return 0
         calls = min(chunk, self.max_calls - done)
-        if len(candidate) < self.min_pairs:
+        if len(candidate) < self.min_pairs or done < self.min_calls:
             return calls
         if elapsed_s >= self.budget_s:
             return 0
-        if done < self.min_calls:
-            return calls
         if paired_speedup(reference, candidate).narrow(self.target):
             return 0
         return calls
 
 
 def chunk_calls(estimate_s: float, trials: int | None) -> int:
-    """Calls per chunk: about ``CHUNK_S`` of calls, at most ``CHUNK``, at least one."""
+    """Calls per chunk: about ``CHUNK_S`` of calls, at most ``CHUNK``, at least one; with a
+    fixed number of trials, ``CHUNK`` (or all of them when fewer)."""
+    if trials:
+        return min(CHUNK, trials)
     calls = CHUNK if estimate_s <= 0 else round(CHUNK_S / estimate_s)
-    calls = max(1, min(CHUNK, calls))
-    return min(calls, trials) if trials else calls
+    return max(1, min(CHUNK, calls))
 
 
 @dataclass
@@ -216,11 +216,15 @@ class Schedule:
     returns its calls (0: the phase is over for it); ``finish`` frees the floor; ``gone`` says a
     side's run ended, so the other never waits for it."""
 
-    def __init__(self, plan: TimedPlan, stopping: Stopping) -> None:
+    def __init__(self, plan: TimedPlan, stopping: Stopping, opened: bool = True) -> None:
         self.plan, self.stopping = plan, stopping
+        self._opened = opened
+        """No timed chunk before the parent opens the window (``open``): the parent's own
+        start-up (its import of torch, which the conversations need) must not fall into it."""
         self._turn = threading.Condition()
         self._asked: set[str] = set()
         self._gone: set[str] = set()
+        self._through: set[str] = set()
         self._busy: str | None = None
         self._finished = {REFERENCE: 0, CANDIDATE: 0}
         self._stopped = False
@@ -233,6 +237,8 @@ class Schedule:
         """When the last pair ended (the window closes)."""
         self.waited_ns = {REFERENCE: 0, CANDIDATE: 0}
         """Time each side spent waiting for its turn (blocked on its socket)."""
+        self.order: list[tuple[str, str, int]] = []
+        """Every chunk granted, in order: (side, phase, chunk)."""
 
     def grant(self, side: str, phase: str, chunk: int) -> int:
         asked = time.perf_counter_ns()
@@ -247,6 +253,7 @@ class Schedule:
                 self._turn.wait()
             if calls:
                 self._busy = side
+                self.order.append((side, phase, chunk))
                 if self.started_ns is None:
                     self.started_ns = time.perf_counter_ns()
             self.waited_ns[side] += time.perf_counter_ns() - asked
@@ -259,6 +266,17 @@ class Schedule:
             if phase == "K":
                 self.times[side].append(list(times))
                 self._finished[side] += 1
+            self._turn.notify_all()
+
+    def open(self) -> None:
+        with self._turn:
+            self._opened = True
+            self._turn.notify_all()
+
+    def through(self, side: str) -> None:
+        """``side`` has no timed phase left (the reference: its baselines are done too)."""
+        with self._turn:
+            self._through.add(side)
             self._turn.notify_all()
 
     def gone(self, side: str) -> None:
@@ -283,13 +301,15 @@ class Schedule:
         if side == CANDIDATE:
             if chunk < len(self.plan.chunks) and self._finished[REFERENCE] > chunk:
                 return self.plan.chunks[chunk]
-            if self._stopped or REFERENCE in self._gone:
+            # Told to stop only once the reference's baselines ran: until then the candidate
+            # waits, idle, and cannot disturb them.
+            if REFERENCE in self._gone or (self._stopped and REFERENCE in self._through):
                 return 0
             return None
         if other in self._gone or self._stopped:
             return self._stop()
         if chunk == 0:
-            if CANDIDATE not in self._asked:
+            if CANDIDATE not in self._asked or not self._opened:
                 return None
             calls = self.stopping.next_calls(self.plan.chunk, [], [], 0.0)
         else:

@@ -1,0 +1,152 @@
+"""The KernelBench timing schedule without workers: the paired estimate and its interval, when
+timing stops, and the turns two sides take (threads standing in for the two workers)."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import pytest
+
+from maxcode.evaluate.kernelbench.schedule import (
+    CANDIDATE,
+    REFERENCE,
+    Schedule,
+    Stopping,
+    TimedPlan,
+    chunk_calls,
+    paired_speedup,
+    t_quantile,
+)
+
+
+def test_the_paired_estimate_is_a_geometric_mean_of_chunk_median_ratios() -> None:
+    reference = [[2.0, 2.0, 9.0], [4.0, 4.0, 4.0]]
+    candidate = [[1.0, 1.0, 1.0], [1.0, 8.0, 1.0]]  # one interrupted call per chunk: medians
+    estimate = paired_speedup(reference, candidate)
+    assert estimate.pairs == 2
+    assert estimate.speedup == pytest.approx(math.sqrt(2.0 * 4.0))
+    assert estimate.low is not None and estimate.high is not None
+    assert estimate.low < estimate.speedup < estimate.high
+
+
+def test_equal_ratios_give_a_point_interval_and_one_pair_none() -> None:
+    same = paired_speedup([[1.0]] * 5, [[0.5]] * 5)
+    assert same.speedup == pytest.approx(2.0)
+    assert same.low == pytest.approx(2.0) and same.high == pytest.approx(2.0)
+    assert same.narrow()
+    one = paired_speedup([[1.0]], [[1.0]])
+    assert one.low is None and one.high is None and not one.narrow()
+    assert paired_speedup([], []).pairs == 0
+
+
+def test_the_interval_is_a_t_interval_on_the_log_ratios() -> None:
+    ratios = [1.0, 1.1, 0.9, 1.05]
+    estimate = paired_speedup([[r] for r in ratios], [[1.0]] * 4)
+    logs = [math.log(r) for r in ratios]
+    centre = sum(logs) / 4
+    spread = math.sqrt(sum((x - centre) ** 2 for x in logs) / 3)
+    half = 3.182 * spread / 2
+    assert estimate.low == pytest.approx(math.exp(centre - half))
+    assert estimate.high == pytest.approx(math.exp(centre + half))
+    assert t_quantile(1) == pytest.approx(12.706)
+    assert t_quantile(30) == pytest.approx(2.042, abs=1e-3)
+    assert t_quantile(31) == pytest.approx(2.040, abs=2e-3)  # Cornish-Fisher beyond the table
+    assert t_quantile(10_000) == pytest.approx(1.96, abs=1e-3)
+
+
+def test_fixed_trials_are_exactly_that_many_calls() -> None:
+    stopping = Stopping(trials=20)
+    done: list[list[float]] = []
+    while calls := stopping.next_calls(8, done, done, 0.0):
+        done.append([1.0] * calls)
+    assert [len(chunk) for chunk in done] == [8, 8, 4]
+
+
+def test_adaptive_timing_stops_on_a_narrow_interval_the_budget_or_the_cap() -> None:
+    stopping = Stopping(min_calls=10, max_calls=100, budget_s=2.0, min_pairs=4)
+    steady = [[1.0] * 8] * 3
+    # Too few pairs: on, whatever the interval says.
+    assert stopping.next_calls(8, steady, steady, 0.0) == 8
+    steady = [[1.0] * 8] * 4
+    assert stopping.next_calls(8, steady, steady, 0.0) == 0  # equal ratios: narrow
+    noisy_reference = [[1.0] * 8, [2.0] * 8, [1.0] * 8, [2.0] * 8]
+    assert stopping.next_calls(8, noisy_reference, steady, 0.5) == 8
+    assert stopping.next_calls(8, noisy_reference, steady, 2.5) == 0  # the window's cap
+    many = [[1.0] * 8] * 12 + [[1.0] * 4]
+    noisy = [[1.0] * 8, [2.0] * 8] * 6 + [[1.0] * 4]
+    assert stopping.next_calls(8, noisy, many, 0.1) == 0  # 100 calls: the cap
+    assert chunk_calls(0.001, None) == 8 and chunk_calls(0.5, None) == 1
+    assert chunk_calls(0.005, None) == 4 and chunk_calls(0.5, 3) == 3 and chunk_calls(0.5, 20) == 8
+
+
+def _side(
+    schedule: Schedule, side: str, order: list[str], running: list[int], errors: list[str]
+) -> None:
+    chunk = 0
+    while calls := schedule.grant(side, "K", chunk):
+        running.append(1)
+        if len(running) > 1:
+            errors.append(f"{side} chunk {chunk} ran beside the other side")
+        order.append(f"{side[0]}{chunk}")
+        running.pop()
+        schedule.finish(side, "K", [1.0] * calls)
+        chunk += 1
+    if side == REFERENCE:
+        chunk = 0
+        while calls := schedule.grant(side, "O", chunk):
+            order.append("O")
+            schedule.finish(side, "O", [1.0] * calls)
+            chunk += 1
+        schedule.through(side)  # the candidate is told to stop only now
+    else:
+        order.append("candidate stopped")
+
+
+def test_two_sides_take_turns_chunk_by_chunk_and_never_run_together() -> None:
+    plan = TimedPlan()
+    plan.decide(0.001, 4, Stopping(trials=40))
+    schedule = Schedule(plan, Stopping(trials=40))
+    order: list[str] = []
+    running: list[int] = []
+    errors: list[str] = []
+    threads = [
+        threading.Thread(target=_side, args=(schedule, side, order, running, errors))
+        for side in (CANDIDATE, REFERENCE)  # the candidate asks first: it waits
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert not errors
+    timed = order[:10]
+    assert timed == [f"{side}{n}" for n in range(5) for side in ("r", "c")]
+    assert plan.chunks == [8] * 5 and plan.trials == 40
+    assert len(schedule.times[REFERENCE]) == len(schedule.times[CANDIDATE]) == 5
+    # The identity model's chunks, while the candidate waits idle; then it is let go.
+    assert order[10:] == ["O"] * 4 + ["candidate stopped"]
+    assert schedule.started_ns is not None and schedule.stopped_ns is not None
+
+
+def test_a_side_that_is_gone_never_holds_the_other_back() -> None:
+    plan = TimedPlan()
+    plan.decide(0.001, 4, Stopping())
+    schedule = Schedule(plan, Stopping())
+    schedule.gone(CANDIDATE)
+    assert schedule.grant(REFERENCE, "K", 0) == 0  # no pair to time: the phase is over
+    assert schedule.grant(REFERENCE, "O", 0) == 0  # no timed calls, no baseline to net
+    assert plan.chunks == []
+
+
+def test_outputs_kept_are_drawn_once_per_chunk_and_shared_by_both_sides() -> None:
+    plan = TimedPlan()
+    plan.decide(0.001, 1 << 30, Stopping(trials=16))  # too big to keep every call's outputs
+    assert not plan.keep_all
+    plan.chunks += [8, 8]
+    first = plan.keep_chunk(0)
+    assert len(first) == 1 and plan.keep_chunk(0) == first
+    assert len(plan.keep_chunk(1)) == 1 and plan.positions() == sorted(plan.keep)
+    small = TimedPlan()
+    small.decide(0.001, 16, Stopping(trials=8))
+    small.chunks.append(8)
+    assert small.keep_chunk(0) == list(range(8))

@@ -49,6 +49,7 @@ from maxcode.evaluate.kernelbench.runner import (
     cache_folder,
     check_reference,
     python_paths,
+    sole_user,
     startup_cpus,
 )
 from maxcode.evaluate.kernelbench.schedule import CANDIDATE, REFERENCE, Schedule, TimedPlan
@@ -179,7 +180,10 @@ def evaluate_kernelbench(
         # may wait for the other's turns: its time limit has room for them.
         cache = cache_folder("cand", candidate)
         clock.mark("start")
-        with ThreadPoolExecutor(2, thread_name_prefix="maxcode-kb") as pool:
+        # The candidate's build folder is held before either worker starts (a build of it
+        # still running elsewhere finishes first, on no one's clock). The reference builds
+        # nothing: its runs of one task go side by side.
+        with sole_user(cache), ThreadPoolExecutor(2, thread_name_prefix="maxcode-kb") as pool:
             running_reference = pool.submit(
                 runner.run,
                 "reference",
@@ -187,6 +191,7 @@ def evaluate_kernelbench(
                 cache_folder("ref", task.reference),
                 conversation=Conversation(schedule, REFERENCE, check_seeds, phases),
                 wall_s=2 * task.timeout_s + settings.budget_s,
+                exclusive=False,
             )
             running_candidate = pool.submit(
                 runner.run,
@@ -195,6 +200,7 @@ def evaluate_kernelbench(
                 cache,
                 conversation=Conversation(schedule, CANDIDATE, check_seeds, ("K",)),
                 wall_s=task.timeout_s + settings.budget_s,
+                exclusive=False,
             )
             try:
                 if torch is None:  # imported while the workers start up, before any timing

@@ -174,11 +174,13 @@ class WorkerRunner:
         readonly: tuple[Path, ...] = (),
         collect: str | None = None,
         wall_s: float | None = None,
+        exclusive: bool = True,
     ) -> Side:
         """One sandboxed worker run; ``conversation`` serves its descriptor 3, ``prefix`` goes
         before the interpreter (a profiler), ``readonly`` adds folders it must see,
         ``collect`` names a file it leaves behind, ``wall_s`` replaces the task's time limit
-        (a run that waits for another's turns)."""
+        (a run that waits for another's turns); ``exclusive``: hold ``cache`` alone for the run
+        (False: the caller holds it, or the run builds nothing there)."""
         spec_path = self.job / f"{role}.json"
         write_readable(spec_path, json.dumps({**spec, "role": role}))
         workdir = make_scratch(f"maxcode-kb-{role}-")
@@ -194,7 +196,7 @@ class WorkerRunner:
             argv.append(str(spec_path))
             aux = None if conversation is None else conversation.worker_fd
             try:
-                with _sole_user(cache):
+                with sole_user(cache) if exclusive else contextlib.nullcontext():
                     results = self.sandbox.run_batch(
                         argv,
                         [Run(workdir=workdir, aux_fd=aux)],
@@ -258,7 +260,7 @@ def _read_side(workdir: Path, result: SandboxResult, conversation: Conversation 
 
 
 @contextlib.contextmanager
-def _sole_user(cache: Path) -> Iterator[None]:
+def sole_user(cache: Path) -> Iterator[None]:
     """Hold a build folder alone for one worker run. torch's extension builds take a ``lock``
     file that a killed build leaves behind, and every later build of that source would wait for
     it forever; while we hold the folder, any such file is stale and can go."""

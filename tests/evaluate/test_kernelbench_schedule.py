@@ -40,6 +40,13 @@ def test_equal_ratios_give_a_point_interval_and_one_pair_none() -> None:
     assert paired_speedup([], []).pairs == 0
 
 
+def test_a_pair_hit_on_one_side_only_barely_moves_the_trimmed_estimate() -> None:
+    steady = [[1.0]] * 10
+    hit = paired_speedup([[1.0]] * 9 + [[3.0]], steady)  # one pair 3x off
+    assert hit.speedup == pytest.approx(1.0)
+    assert hit.low is not None and hit.high is not None and hit.low <= 1.0 <= hit.high
+
+
 def test_the_interval_is_a_t_interval_on_the_log_ratios() -> None:
     ratios = [1.0, 1.1, 0.9, 1.05]
     estimate = paired_speedup([[r] for r in ratios], [[1.0]] * 4)
@@ -77,7 +84,7 @@ def test_adaptive_timing_stops_on_a_narrow_interval_the_budget_or_the_cap() -> N
     noisy = [[1.0] * 8, [2.0] * 8] * 6 + [[1.0] * 4]
     assert stopping.next_calls(8, noisy, many, 0.1) == 0  # 100 calls: the cap
     assert chunk_calls(0.001, None) == 8 and chunk_calls(0.5, None) == 1
-    assert chunk_calls(0.005, None) == 4 and chunk_calls(0.5, 3) == 3 and chunk_calls(0.5, 20) == 8
+    assert chunk_calls(0.02, None) == 2 and chunk_calls(0.5, 3) == 3 and chunk_calls(0.5, 20) == 8
 
 
 def _side(

@@ -8,11 +8,13 @@ starts during an evaluation hits both sides, and two workers never time each oth
 
 The estimator (``paired_speedup``). Per pair n of adjacent chunks (the reference's chunk n and
 the candidate's chunk n, timed back to back), the ratio r_n = median of the reference's per-call
-seconds in chunk n / median of the candidate's. The speedup is the geometric mean of the r_n
-(exp of the mean of log r_n); its 95% confidence interval is a Student t interval on the log
-ratios, exp(mean +- t(0.975, n-1) * sd / sqrt n). A ratio of chunk medians is immune to a
-single interrupted call; pairing cancels a load that drifts slower than a pair (a few tens of
-milliseconds); the log makes the interval symmetric for speedups and slowdowns alike. It is
+seconds in chunk n / median of the candidate's. The speedup is exp of the 20%-trimmed mean of
+the log r_n (a geometric mean that drops the fifth of pairs at each end); its 95% confidence
+interval is Yuen's t interval for that trimmed mean (winsorized variance, n - 2g - 1 degrees of
+freedom), exp(centre +- half). A ratio of chunk medians is immune to a single interrupted call;
+pairing cancels a load that drifts slower than a pair (tens of milliseconds); trimming keeps a
+pair that a burst hit on one side only (the first chunks' page faults, a preemption) from
+moving the estimate; the log makes the interval symmetric for speedups and slowdowns alike. It is
 the same quantity as before, reference cost / candidate cost: the reported candidate cost is
 the reference's median over the speedup.
 
@@ -92,13 +94,35 @@ def paired_speedup(reference: list[list[float]], candidate: list[list[float]]) -
     ]
     if not logs:
         return PairedEstimate(0.0, None, None, 0)
-    centre = statistics.fmean(logs)
-    if len(logs) < 2:
-        return PairedEstimate(math.exp(centre), None, None, 1)
-    half = t_quantile(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    centre, half = trimmed_interval(logs)
+    if half is None:
+        return PairedEstimate(math.exp(centre), None, None, len(logs))
     return PairedEstimate(
         math.exp(centre), math.exp(centre - half), math.exp(centre + half), len(logs)
     )
+
+
+TRIM = 0.2
+"""Share of the pairs cut from each end before averaging (Yuen's trimmed mean)."""
+
+
+def trimmed_interval(values: list[float]) -> tuple[float, float | None]:
+    """The 20%-trimmed mean of ``values`` and the half-width of its 95% interval (Yuen: the
+    winsorized variance, t with n - 2g - 1 degrees of freedom); None with too few values. A
+    pair hit by a burst the other side missed (a page-fault storm, a preemption) moves it
+    little; with fewer than five values nothing is cut and it is the plain t interval."""
+    ordered = sorted(values)
+    n = len(ordered)
+    cut = int(TRIM * n)
+    kept = ordered[cut : n - cut]
+    centre = statistics.fmean(kept)
+    degrees = n - 2 * cut - 1
+    if degrees < 1:
+        return centre, None
+    winsorized = [min(max(value, kept[0]), kept[-1]) for value in ordered]
+    spread = statistics.stdev(winsorized)
+    half = t_quantile(degrees) * spread / ((1 - 2 * cut / n) * math.sqrt(n))
+    return centre, half
 
 
 @dataclass(frozen=True)
@@ -316,6 +340,10 @@ class Schedule:
             if self._finished[CANDIDATE] < chunk:
                 return None
             elapsed = (time.perf_counter_ns() - (self.started_ns or 0)) / 1e9
+            # Chunks sized on the reference's timed calls so far (a warm-up call, with its
+            # first-touch page faults, can look several times slower than a timed one).
+            timed = [value for times in self.times[REFERENCE] for value in times]
+            self.plan.chunk = chunk_calls(statistics.median(timed), self.stopping.trials)
             calls = self.stopping.next_calls(
                 self.plan.chunk, self.times[REFERENCE], self.times[CANDIDATE], elapsed
             )

@@ -15,7 +15,7 @@ WARMUP_SEEDS = 3
 CHUNK = 8
 """Timed calls per chunk at most: the parent sends a chunk's seeds just before it and stamps
 it; the two workers take turns chunk by chunk."""
-CHUNK_S = 0.02
+CHUNK_S = 0.05
 """Seconds of calls a chunk aims at (slow calls make chunks of fewer calls, down to one)."""
 MIN_PAIRS = 4
 """Pairs of chunks (one per side) timed before the interval may stop the timing."""

@@ -237,8 +237,9 @@ class TimedPlan:
 class Schedule:
     """The turns of the two workers' timed chunks (see the module's docstring). Called from
     the two conversations' threads: ``grant`` blocks until the side may run its chunk and
-    returns its calls (0: the phase is over for it); ``finish`` frees the floor; ``gone`` says a
-    side's run ended, so the other never waits for it."""
+    returns its calls (0: the phase is over for it); ``finish`` records a chunk's times;
+    a side's next ``grant`` frees the floor it held; ``gone`` says a side's run ended, so the
+    other never waits for it."""
 
     def __init__(self, plan: TimedPlan, stopping: Stopping, opened: bool = True) -> None:
         self.plan, self.stopping = plan, stopping
@@ -267,6 +268,12 @@ class Schedule:
     def grant(self, side: str, phase: str, chunk: int) -> int:
         asked = time.perf_counter_ns()
         with self._turn:
+            if self._busy == side:
+                # Asking again, the side is about to block on its descriptor: only now is the
+                # floor free (its last chunk's tail, freeing outputs, never overlaps the other
+                # side's chunk on the shared CPU).
+                self._busy = None
+                self._turn.notify_all()
             if phase == "K" and chunk == 0:
                 self._asked.add(side)
                 self._turn.notify_all()
@@ -284,9 +291,8 @@ class Schedule:
             return calls
 
     def finish(self, side: str, phase: str, times: list[float]) -> None:
+        """A chunk's outputs arrived (the floor stays the side's until it asks again)."""
         with self._turn:
-            if self._busy == side:
-                self._busy = None
             if phase == "K":
                 self.times[side].append(list(times))
                 self._finished[side] += 1
@@ -298,7 +304,8 @@ class Schedule:
             self._turn.notify_all()
 
     def through(self, side: str) -> None:
-        """``side`` has no timed phase left (the reference: its baselines are done too)."""
+        """``side`` is through the phases the other must wait idle for (the reference: its
+        pairs and its identity model)."""
         with self._turn:
             self._through.add(side)
             self._turn.notify_all()

@@ -43,13 +43,15 @@ def test_equal_ratios_give_a_point_interval_and_one_pair_none() -> None:
 def test_a_pair_hit_on_one_side_only_barely_moves_the_trimmed_estimate() -> None:
     steady = [[1.0]] * 10
     hit = paired_speedup([[1.0]] * 9 + [[3.0]], steady)  # one pair 3x off
+    assert hit.pairs == 9  # the first pair warms up
     assert hit.speedup == pytest.approx(1.0)
     assert hit.low is not None and hit.high is not None and hit.low <= 1.0 <= hit.high
 
 
 def test_the_interval_is_a_t_interval_on_the_log_ratios() -> None:
     ratios = [1.0, 1.1, 0.9, 1.05]
-    estimate = paired_speedup([[r] for r in ratios], [[1.0]] * 4)
+    # A first (warm-up) pair far off is left out: the estimate is the other four's.
+    estimate = paired_speedup([[5.0]] + [[r] for r in ratios], [[1.0]] * 5)
     logs = [math.log(r) for r in ratios]
     centre = sum(logs) / 4
     spread = math.sqrt(sum((x - centre) ** 2 for x in logs) / 3)

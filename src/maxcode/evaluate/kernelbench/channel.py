@@ -128,11 +128,12 @@ class Conversation:
 
     def per_call(self, phase: str, span: bool = False) -> float | None:
         """Host seconds per call of ``phase``: the median over its chunks of the time between
-        the begin and end markers; ``span``: the least over its chunks of the time from the
-        seeds sent to the outputs received. None when the phase did not complete. A
-        time-keeping cheat shows in every chunk; the median (the least, for spans, which hold
-        two round trips through this thread and so every delay of its scheduling) keeps a
-        chunk that the scheduler held up from looking like one."""
+        the begin and end markers, or (``span``) of the time from the seeds sent to the outputs
+        received. None when the phase did not complete. A time-keeping cheat shows in every
+        chunk; the median keeps a chunk that the scheduler held up, or one that found the
+        caches warm, from looking like one (with the two sides' chunks alternated, each chunk
+        starts on caches the other side's chunk used: the least span of a side was a chunk
+        that happened to miss that, not a measure of the side)."""
         if not self.complete(phase):
             return None
         rates = []
@@ -144,7 +145,7 @@ class Conversation:
             rates.append(max(stop - start, 0) / 1e9 / chunk.calls)
         if not rates:
             return None
-        return min(rates) if span else statistics.median(rates)
+        return statistics.median(rates)
 
     def _serve(self) -> None:
         stream = self._ours.makefile("rb")

@@ -41,7 +41,7 @@ HOST_SHARE = 0.5
 """In-process timings must account for at least this share of the host time the parent saw."""
 HOST_SLACK_S = 0.002
 """Host time (over all timed calls) that in-process timings may leave unexplained."""
-SPAN_NOISE = 0.5
+SPAN_NOISE = 0.3
 """The share of the reference's time outside its calls (input generation, outputs sent) that
 may differ between the two processes before the difference counts as hidden work. Measured
 on a loaded two-core machine: an honest kernel whose inputs take 60 ms to make per call saw
@@ -307,8 +307,8 @@ class Judge:
         statistic the reward uses (medians). Two views: the markers around each chunk's calls
         (net of the harness's own cost per call), and the whole span from the chunk's seeds to
         its outputs (which covers work hidden in making the inputs or in sending outputs),
-        against the reference's span (the least over chunks on both sides: delays only add). No
-        stamps, no reward."""
+        against the reference's span (the median over chunks on both sides). No stamps, no
+        reward."""
         assert reference.conversation is not None and candidate.conversation is not None
         claimed = timings["candidate"].median_s
         calls = timings["candidate"].trials

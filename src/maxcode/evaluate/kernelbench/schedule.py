@@ -14,7 +14,10 @@ interval is Yuen's t interval for that trimmed mean (winsorized variance, n - 2g
 freedom), exp(centre +- half). A ratio of chunk medians is immune to a single interrupted call;
 pairing cancels a load that drifts slower than a pair (tens of milliseconds); trimming keeps a
 pair that a burst hit on one side only (the first chunks' page faults, a preemption) from
-moving the estimate; the log makes the interval symmetric for speedups and slowdowns alike. It is
+moving the estimate; the log makes the interval symmetric for speedups and slowdowns alike.
+The first pair is a warm-up pair, left out once there are three: its chunks are the first on
+the timing CPU after the checks (the reference has just moved there, fresh memory is touched
+for the first time) and were seen off by up to 1.5x either way. It is
 the same quantity as before, reference cost / candidate cost: the reported candidate cost is
 the reference's median over the speedup.
 
@@ -73,6 +76,7 @@ class PairedEstimate:
     """None with fewer than two pairs."""
     high: float | None
     pairs: int
+    """Pairs the estimate counts (the warm-up pair left out)."""
 
     def narrow(self, target: float = TARGET) -> bool:
         """The interval lies within ``target`` (relative) of the speedup on both sides."""
@@ -94,6 +98,8 @@ def paired_speedup(reference: list[list[float]], candidate: list[list[float]]) -
     ]
     if not logs:
         return PairedEstimate(0.0, None, None, 0)
+    if len(logs) >= WARM_PAIRS_FROM:
+        logs = logs[1:]  # the warm-up pair (see the module's docstring)
     centre, half = trimmed_interval(logs)
     if half is None:
         return PairedEstimate(math.exp(centre), None, None, len(logs))
@@ -102,6 +108,8 @@ def paired_speedup(reference: list[list[float]], candidate: list[list[float]]) -
     )
 
 
+WARM_PAIRS_FROM = 3
+"""From this many pairs on, the first one is left out of the estimate."""
 TRIM = 0.2
 """Share of the pairs cut from each end before averaging (Yuen's trimmed mean)."""
 

@@ -22,8 +22,8 @@ The conversation on descriptor 3 (JSON lines; raw bytes follow a header that cou
 
 The reference's worker and the candidate's are alive together and take turns chunk by chunk;
 the one whose turn it is not waits on descriptor 3. The reference may start up on other CPUs
-than the timing one (``startup_cpus``), so both start-ups overlap; it moves to the timing CPU
-before its timed calls.
+than the timing one (``startup_cpus``), so both start-ups (torch's import, the model) overlap;
+it moves to the timing CPU before its warm-up.
 
 The parent stamps every message with its own clock. A candidate that patches anything in this
 process (the clock, this module, torch) can at most lie about its own timings and the outputs it
@@ -291,6 +291,9 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         # Warm-up on inputs of its own seeds; only then are the checked and timed inputs sent.
         # Untimed (Triton in its interpreter): no warm-up, nothing to plan.
         stages.done("model")
+        # Warm-up, checks and timed calls on the timing CPU, the candidate's: a worker that
+        # moved there just before its timed calls ran its first chunks up to 1.4x slower.
+        _pin(pinned)
         estimate, output_bytes = timing.warm_up(model) if spec.get("timed", True) else (0.0, 0)
         stages.done("warmup")
         plan = channel.ask({"m": "ready", "estimate_s": estimate, "output_bytes": output_bytes})
@@ -327,7 +330,6 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         times: dict[str, list[float]] = {}
         label = "eager" if spec["role"] == "reference" else "candidate"
         launched_before = launches.total() if launches is not None else 0
-        _pin(pinned)  # the timed calls run on the timing CPU, the candidate's
         times[label] = timing.run(model, "K")
         stages.done("timed")
         if launches is not None:

@@ -83,7 +83,8 @@ SCALE_OPTION = click.option(
     "--scale",
     type=click.FloatRange(0, 1, min_open=True),
     envvar="MAXCODE_SCALE",
-    help="KernelBench: multiply the problem's shape constants by this (e.g. 0.25 on a CPU).",
+    help="KernelBench: scale the problem's sizes (batch, channels, extents) down by about this, "
+    "keeping kernel sizes, strides and other hyper-parameters (e.g. 0.1 on a CPU).",
 )
 TOLERANCE_OPTION = click.option(
     "--tolerance",
@@ -157,7 +158,9 @@ def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
     type=click.IntRange(min=1),
     default=None,
     envvar="MAXCODE_REPEATS",
-    help="Timed runs per test (wall metric); default from the task (5).",
+    help="C++ and projects: at least this many timed rounds (more until the speedup's 95% "
+    "interval is within +-2%); KernelBench: exactly this many timed calls per side. Unset: "
+    "adaptive.",
 )
 @click.option(
     "--pie-tests",

@@ -341,7 +341,7 @@ def test_on_a_cpu_the_speed_of_light_is_reported_not_enforced() -> None:
     feedback = judge(CHEATS / "skip_input.py", CHEATS / "skip_problem.py", scale=1 / 32)
     roofline = feedback.roofline
     assert feedback.correct and roofline is not None
-    assert roofline.bytes == (2 * 2 * 2 + 4 * 1024 * 1024) * 4
+    assert roofline.bytes == (2 * 8 * 8 + 4 * 1024 * 1024) * 4  # sizes stay at least 8
     assert roofline.fraction is not None and roofline.fraction > 1.5
     assert not roofline.capped and not any("speed of light" in f for f in feedback.flags)
 

@@ -131,6 +131,7 @@ def apply_policy(feedback: Feedback) -> Feedback:
             "suspect": voiding[0],
             "claimed_speedup": feedback.speedup,
             "speedup": 0.0,
+            "speedup_interval": None,
             "speedup_vs_compile": None,
         }
     )

@@ -48,7 +48,8 @@ class SearchConfig(BaseModel):
     metric: Literal["wall", "instructions"] = "wall"
     """The cost the reward is measured in."""
     repeats: int | None = Field(default=None, ge=1)
-    """Timed rounds per evaluation (wall; KernelBench: timed calls); None for the default."""
+    """C++ and projects: the least number of timed rounds (more until the interval is narrow);
+    KernelBench: exactly this many timed calls per side; None: adaptive."""
     device: Literal["cpu", "cuda"] = "cpu"
     """Where KernelBench candidates run (C++ tasks: cpu)."""
     backend: Literal["cuda", "triton"] | None = None
@@ -61,7 +62,8 @@ class SearchConfig(BaseModel):
         return self.backend or ("cuda" if self.device == "cuda" else "cpp")
 
     scale: float = Field(default=1.0, gt=0, le=1)
-    """KernelBench: factor for the problem's shape constants (smaller shapes for a CPU)."""
+    """KernelBench: factor for the problem's sizes, hyper-parameters kept (smaller shapes for a
+    CPU)."""
     compile_baseline: bool = False
     """KernelBench: also time the reference under ``torch.compile`` in every evaluation."""
     tolerance: float | None = Field(default=None, gt=0)

@@ -25,7 +25,10 @@ def test_a_narrow_interval_stops_the_rounds() -> None:
     assert _rounds_still_needed(SpeedupInterval(1.0, 0.99, 1.01, 6), 6, 0.1) == 0
 
 
-def test_a_wide_interval_asks_for_more_rounds_within_the_caps() -> None:
+def test_a_wide_interval_asks_for_more_rounds_within_the_caps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("MAXCODE_TIMING_BUDGET_S")  # the default budget
     wide = SpeedupInterval(1.0, 0.9, 1.1, 6)  # +-10%: about 25 times the rounds wanted
     assert _rounds_still_needed(wide, 6, 0.1) == 6  # at most as many again as so far
     slight = SpeedupInterval(1.0, 0.9799, 1.0201, 40)
@@ -33,6 +36,8 @@ def test_a_wide_interval_asks_for_more_rounds_within_the_caps() -> None:
     assert _rounds_still_needed(wide, WALL_MAX_ROUNDS, 0.1) == 0
     assert _rounds_still_needed(wide, 6, WALL_BUDGET_S) == 0  # the time budget is spent
     assert _rounds_still_needed(wide, 20, WALL_BUDGET_S * 0.9) == 2  # what still fits
+    monkeypatch.setenv("MAXCODE_TIMING_BUDGET_S", str(WALL_BUDGET_S / 10))
+    assert _rounds_still_needed(wide, 6, WALL_BUDGET_S / 10) == 0  # a smaller budget holds
 
 
 def test_an_evaluation_reports_its_rounds_and_an_interval_around_the_speedup(

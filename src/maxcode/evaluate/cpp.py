@@ -420,7 +420,8 @@ def _rounds_still_needed(interval: SpeedupInterval, rounds: int, spent_s: float)
     if interval.narrow(WALL_PRECISION) or rounds >= WALL_MAX_ROUNDS:
         return 0
     per_round_s = spent_s / rounds
-    affordable = int((WALL_BUDGET_S - spent_s) / per_round_s) if per_round_s > 0 else rounds
+    budget = timing_budget_s()
+    affordable = int((budget - spent_s) / per_round_s) if per_round_s > 0 else rounds
     wanted = math.ceil(rounds * (interval.relative_half_width / WALL_PRECISION) ** 2) - rounds
     batch = min(max(wanted, WALL_MIN_BATCH), rounds, WALL_MAX_ROUNDS - rounds, affordable)
     return max(batch, 0)
@@ -625,6 +626,19 @@ def _failure_message(outcome: TestOutcome) -> str:
 
 def _median(samples: list[float]) -> float:
     return max(statistics.median(samples), TIMING_FLOOR_S)
+
+
+def timing_budget_s() -> float:
+    """Seconds of timed runs one evaluation may spend before it stops adding rounds:
+    ``MAXCODE_TIMING_BUDGET_S`` when set (a positive number), else ``WALL_BUDGET_S``."""
+    value = os.environ.get("MAXCODE_TIMING_BUDGET_S", "")
+    try:
+        budget = float(value) if value else WALL_BUDGET_S
+    except ValueError:
+        raise TaskError(f"MAXCODE_TIMING_BUDGET_S: not a number of seconds: {value!r}") from None
+    if not budget > 0:
+        raise TaskError(f"MAXCODE_TIMING_BUDGET_S must be positive, not {value!r}")
+    return budget
 
 
 def timing_cpu() -> int | None:

@@ -56,12 +56,19 @@ def test_answers_made_while_the_harness_makes_inputs_are_seen_by_host_time(
     isolation: str,
 ) -> None:
     """Hooking the harness's ``torch.manual_seed`` moves the work before the timed call; the
-    parent's stamps from a chunk's seeds to its outputs still contain it. Full-size shapes:
-    hidden work must stand out from the noise between two processes (see the README)."""
+    parent's stamps from a chunk's seeds to its outputs still contain it, pair by pair against
+    the reference's. Full-size shapes: the hidden work (about the reference's) must stand out
+    from the noise of making the inputs (see the README). Surely more hidden than claimed is
+    void; were the noise to blur that, the hidden time is still charged: no gain either way."""
     feedback = judge("hook_inputs.py", isolation, scale=1.0)
     assert feedback.correct, feedback.error
-    assert_no_clean_reward(feedback)
-    assert feedback.suspect is not None and feedback.suspect.startswith("timing:")
+    if feedback.suspect is not None:
+        assert_no_clean_reward(feedback)
+        assert feedback.suspect.startswith("timing:")
+    else:
+        assert any(flag.startswith("outside:") for flag in feedback.flags), feedback.flags
+        assert feedback.speedup < 1.5 and feedback.speedup_interval is not None
+        assert feedback.speedup_interval[0] < 1.0
 
 
 @pytest.mark.parametrize("isolation", LEVELS)

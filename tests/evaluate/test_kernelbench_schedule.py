@@ -15,6 +15,7 @@ from maxcode.evaluate.kernelbench.schedule import (
     Stopping,
     TimedPlan,
     chunk_calls,
+    paired_excess,
     paired_speedup,
     t_quantile,
 )
@@ -85,8 +86,12 @@ def test_adaptive_timing_stops_on_a_narrow_interval_the_budget_or_the_cap() -> N
     many = [[1.0] * 8] * 12 + [[1.0] * 4]
     noisy = [[1.0] * 8, [2.0] * 8] * 6 + [[1.0] * 4]
     assert stopping.next_calls(8, noisy, many, 0.1) == 0  # 100 calls: the cap
-    assert chunk_calls(0.001, None) == 8 and chunk_calls(0.5, None) == 1
-    assert chunk_calls(0.02, None) == 2 and chunk_calls(0.5, 3) == 3 and chunk_calls(0.5, 20) == 8
+    assert chunk_calls(0.00001, None) == 1024 and chunk_calls(0.001, None) == 50
+    assert chunk_calls(0.00001, None, max_calls=1000) == 200  # five chunks at least
+    assert chunk_calls(0.5, None) == 1 and chunk_calls(0.02, None) == 2
+    assert chunk_calls(0.001, None, output_bytes=16 << 20) == 4  # inputs held per chunk
+    # Fixed trials: enough chunks for a warm-up pair and four more.
+    assert chunk_calls(0.00001, 24) == 5 and chunk_calls(0.5, 3) == 1 and chunk_calls(0.5, 20) == 1
 
 
 def _side(
@@ -99,7 +104,7 @@ def _side(
             errors.append(f"{side} chunk {chunk} ran beside the other side")
         order.append(f"{side[0]}{chunk}")
         running.pop()
-        schedule.finish(side, "K", [1.0] * calls)
+        schedule.finish(side, "K", [0.001] * calls)
         chunk += 1
     if side == REFERENCE:
         chunk = 0
@@ -159,3 +164,17 @@ def test_outputs_kept_are_drawn_once_per_chunk_and_shared_by_both_sides() -> Non
     small.decide(0.001, 16, Stopping(trials=8))
     small.chunks.append(8)
     assert small.keep_chunk(0) == list(range(8))
+
+
+def test_outside_time_is_compared_pair_by_pair() -> None:
+    """The excess is the candidate's outside time less the reference's, chunk pair by pair
+    (warm-up pair left out): a shared drift cancels, a constant hidden cost stands out."""
+    drifting = [9.0, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0]
+    same = paired_excess(drifting, [value + 0.001 for value in drifting])
+    assert same.low is not None and same.high is not None
+    assert same.low <= same.seconds <= same.high and abs(same.seconds - 0.001) < 1e-9
+    hidden = paired_excess(
+        drifting, [value + 0.5 + 0.01 * (n % 2) for n, value in enumerate(drifting)]
+    )
+    assert hidden.low is not None and hidden.low > 0.4 and abs(hidden.seconds - 0.505) < 0.01
+    assert paired_excess([], []).low is None and paired_excess([1.0], [2.0]).seconds == 1.0

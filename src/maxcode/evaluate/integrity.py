@@ -70,6 +70,12 @@ RULES: dict[str, Rule] = {
         Rule("aliasing", "void", "the output shares memory with an input"),
         Rule("caching", "void", "a timed call's output differs: work skipped on repeated calls"),
         Rule("nondeterministic", "void", "right once, wrong on a repeated run"),
+        Rule(
+            "outside",
+            "warn",
+            "host time outside the timed calls beyond the reference's, charged to the "
+            "candidate (KernelBench)",
+        ),
         Rule("timing-floor", "warn", "runs so short that timer resolution matters"),
         Rule("implausible", "warn", "a speedup to check by hand (capped at the speed of light)"),
         Rule("task", "warn", "a weakness of the task itself (found on the reference)"),

@@ -122,27 +122,39 @@ class Conversation:
         """Per-call seconds of each chunk of ``phase``, in order."""
         return [self.chunks[key].times for key in sorted(self.chunks) if key[0] == phase]
 
-    def times(self, phase: str) -> list[float]:
-        """Per-call seconds of every call of ``phase``, in order."""
-        return [value for times in self.chunk_times(phase) for value in times]
-
-    def per_call(self, phase: str, span: bool = False) -> float | None:
-        """Host seconds per call of ``phase``: the median over its chunks of the time between
-        the begin and end markers, or (``span``) of the time from the seeds sent to the outputs
-        received. None when the phase did not complete. A time-keeping cheat shows in every
-        chunk; the median keeps a chunk that the scheduler held up, or one that found the
-        caches warm, from looking like one (with the two sides' chunks alternated, each chunk
-        starts on caches the other side's chunk used: the least span of a side was a chunk
-        that happened to miss that, not a measure of the side)."""
+    def outside(self, phase: str) -> list[float] | None:
+        """Host seconds per call of each chunk of ``phase`` that its in-process times do not
+        account for: the span from the chunk's seeds sent to its outputs received, less the
+        calls' reported seconds (making the inputs, the markers, sending the outputs, and any
+        work a candidate moved there). None when the phase did not complete."""
         if not self.complete(phase):
             return None
         rates = []
         for (name, _), chunk in sorted(self.chunks.items()):
             if name != phase:
                 continue
-            start, stop = (chunk.sent, chunk.received) if span else (chunk.begin, chunk.end)
-            assert start is not None and stop is not None
-            rates.append(max(stop - start, 0) / 1e9 / chunk.calls)
+            assert chunk.received is not None
+            span = max(chunk.received - chunk.sent, 0) / 1e9
+            rates.append((span - sum(chunk.times)) / max(chunk.calls, 1))
+        return rates
+
+    def times(self, phase: str) -> list[float]:
+        """Per-call seconds of every call of ``phase``, in order."""
+        return [value for times in self.chunk_times(phase) for value in times]
+
+    def per_call(self, phase: str) -> float | None:
+        """Host seconds per call of ``phase``: the median over its chunks of the time between
+        the begin and end markers. None when the phase did not complete. A time-keeping cheat
+        shows in every chunk; the median keeps a chunk that the scheduler held up from
+        looking like one."""
+        if not self.complete(phase):
+            return None
+        rates = []
+        for (name, _), chunk in sorted(self.chunks.items()):
+            if name != phase:
+                continue
+            assert chunk.begin is not None and chunk.end is not None
+            rates.append(max(chunk.end - chunk.begin, 0) / 1e9 / chunk.calls)
         if not rates:
             return None
         return statistics.median(rates)
@@ -239,9 +251,11 @@ class Conversation:
         else:
             first = self.schedule.baseline_first(message.phase, message.chunk)
         seeds = self.plan.seeds_for(first, calls)
+        # Stamped before sending: a delay of this thread lengthens the span, never shortens it.
+        sent = time.perf_counter_ns()
         self._send({"seeds": seeds})
         self.chunks[(message.phase, message.chunk)] = Chunk(
-            calls=calls, first=first, asked=asked, sent=time.perf_counter_ns()
+            calls=calls, first=first, asked=asked, sent=sent
         )
         self._current = (message.phase, message.chunk, "begin")
 

@@ -6,7 +6,8 @@ the candidate's run (compile error, limits, evidence that is missing or malforme
 conversation: ``evidence``); every check seed's outputs (type, dtype, shape, values within the
 dtype's tolerance), run twice (``nondeterministic``), inputs unchanged (``inputs``), no output
 sharing an input's memory (``aliasing``); every kept timed call's output (``caching``); then the
-timings: in-process medians against the parent's host stamps (``timing``), threads
+timings: in-process medians against the parent's host stamps (``timing``; host time outside
+the calls beyond the reference's is charged to the candidate, ``outside``), threads
 (``threads``), CPU time against the wall time the candidate did not spend waiting for its turns
 (``parallel``), the speed of light on CUDA (``implausible``, capped).
 
@@ -17,6 +18,7 @@ cost is the reference's median over it, so reference cost / candidate cost is th
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +29,12 @@ from maxcode.evaluate.integrity import Verdict, isolation_flags
 from maxcode.evaluate.kernelbench.backends import UNTIMED, launch_findings
 from maxcode.evaluate.kernelbench.roofline import cap_at_light, roofline
 from maxcode.evaluate.kernelbench.runner import Side, last_line
-from maxcode.evaluate.kernelbench.schedule import TimedPlan, paired_speedup
+from maxcode.evaluate.kernelbench.schedule import (
+    PairedExcess,
+    TimedPlan,
+    paired_excess,
+    paired_speedup,
+)
 from maxcode.evaluate.kernelbench.settings import (
     CHECK_SEEDS,
     DEFAULT_TOLERANCE,
@@ -41,16 +48,12 @@ HOST_SHARE = 0.5
 """In-process timings must account for at least this share of the host time the parent saw."""
 HOST_SLACK_S = 0.002
 """Host time (over all timed calls) that in-process timings may leave unexplained."""
-SPAN_NOISE = 0.3
-"""The share of the reference's time outside its calls (input generation, outputs sent) that
-may differ between the two processes before the difference counts as hidden work. When the
-two ran one after the other, an honest kernel whose inputs take 60 ms to make per call saw its
-span 22% above the reference's on a loaded two-core machine (0.5 was needed); timed in one
-window, on medians of alternated chunks, honest identical candidates stayed within a few
-percent, and 0.3 catches ``hook_inputs`` (about 2 ms hidden per call beside 8 ms outside)."""
 SPAN_SLACK_S = 0.001
 """Host time per chunk that two spans may differ by for the parent's own delays (two round
 trips through its serving thread per chunk, on a loaded machine)."""
+CHARGE_NOTE = 0.05
+"""An outside-time charge above this share of the candidate's charged time is shown
+(``outside``)."""
 CPU_SHARE = 1.5
 CPU_SLACK_S = 0.5
 """CPU time of the candidate's whole process tree may exceed its busy wall time (its run's wall
@@ -258,17 +261,37 @@ class Judge:
         )
         speedup = max(paired.speedup, 1e-12)
         candidate_cost = reference_cost / speedup
-        self._host_check(reference, candidate, timings)
+        interval = None
+        if paired.low is not None and paired.high is not None:
+            interval = (paired.low, paired.high)
+        excess = self._host_check(reference, candidate, timings)
+
+        def charged(rate: float, seconds: float) -> float:
+            return reference_cost / (reference_cost / max(rate, 1e-12) + max(seconds, 0.0))
+
+        if excess is not None:
+            # Host time outside the calls beyond the reference's is the candidate's: the
+            # estimate is charged when it is surely above 0; the interval's low end (what
+            # selection uses) is charged with all that host time cannot rule out.
+            cost = excess.seconds if excess.low is not None and excess.low > 0 else 0.0
+            speedup, candidate_cost = charged(speedup, cost), candidate_cost + cost
+            if interval is not None:
+                most = excess.high if excess.high is not None else excess.seconds
+                interval = (charged(interval[0], most), charged(interval[1], cost))
+            if cost > CHARGE_NOTE * candidate_cost:
+                self.verdict.flag(
+                    "outside",
+                    f"{cost * 1e3:.3f} ms per call outside the timed calls beyond the "
+                    "reference's (from a chunk's seeds to its outputs), added to the "
+                    "candidate's time",
+                )
         self._resources(candidate)
         light = roofline(reference.report.roofline, candidate_cost)
         measured = speedup
         if light is not None and self.settings.device == "cuda":
             speedup, light = cap_at_light(self.verdict, speedup, reference_cost, light)
-        interval = None
-        if paired.low is not None and paired.high is not None:
-            interval = (paired.low, paired.high)
-            if speedup < measured:  # a capped reward's interval is capped with it
-                interval = (min(paired.low, speedup), speedup)
+        if interval is not None and speedup < measured:
+            interval = (min(interval[0], speedup), speedup)  # capped with the reward
         self.verdict.implausible(speedup, "eager")
         vs_compile = None
         if "compile" in timings:
@@ -304,41 +327,50 @@ class Judge:
 
     def _host_check(
         self, reference: Side, candidate: Side, timings: dict[str, TimingStats]
-    ) -> None:
-        """In-process timings must account for the host time the parent saw, compared on the
-        statistic the reward uses (medians). Two views: the markers around each chunk's calls
-        (net of the harness's own cost per call), and the whole span from the chunk's seeds to
-        its outputs (which covers work hidden in making the inputs or in sending outputs),
-        against the reference's span (the median over chunks on both sides). No stamps, no
-        reward."""
+    ) -> PairedExcess | None:
+        """In-process timings must account for the host time the parent saw. Two views: the
+        markers around each chunk's calls (net of the harness's own cost per call) against
+        the claimed median (a clock that lies is void), and the whole span from a chunk's
+        seeds to its outputs, which also covers work moved into making the inputs or into
+        sending the outputs. The span's part outside the calls is compared with the
+        reference's pair by pair (``paired_excess``); returns that excess per call, which
+        the caller charges to the candidate (None when the verdict is void already). An
+        excess surely above the work claimed (the interval's low end) is also void: most of
+        the work was hidden. No stamps, no reward."""
         assert reference.conversation is not None and candidate.conversation is not None
         claimed = timings["candidate"].median_s
         calls = timings["candidate"].trials
         window = timings["candidate"].host_s
-        span = candidate.conversation.per_call("K", span=True)
-        reference_span = reference.conversation.per_call("K", span=True)
-        if window is None or span is None or reference_span is None:
+        ours = candidate.conversation.outside("K")
+        theirs = reference.conversation.outside("K")
+        if window is None or ours is None or theirs is None:
             self.verdict.flag("timing", "no host time stamps from the candidate's timed calls")
-            return
-        if _too_fast(claimed, window, calls, 0.0):
+            return None
+        # Like with like: a chunk's mean claimed time (an honest call the scheduler held up
+        # is in both; the median of the calls is not) against its markers, chunk medians.
+        claimed_means = statistics.median(
+            [sum(times) / len(times) for times in candidate.conversation.chunk_times("K") if times]
+            or [0.0]
+        )
+        if _too_fast(claimed_means, window, calls, 0.0):
             self.verdict.flag(
                 "timing",
-                f"in-process timings disagree with host time ({claimed * 1e3:.3f} ms "
+                f"in-process timings disagree with host time ({claimed_means * 1e3:.3f} ms "
                 f"claimed, {window * 1e3:.3f} ms seen per call)",
             )
-            return
-        reference_claimed = timings["reference"].median_s
-        estimate = reference_claimed + (span - reference_span)
-        noise = SPAN_NOISE * max(reference_span - reference_claimed, 0.0)
-        noise += SPAN_SLACK_S / max(self.plan.chunk, 1)
-        if _too_fast(claimed, estimate, calls, noise):
+            return None
+        excess = paired_excess(theirs, ours)
+        noise = SPAN_SLACK_S / max(self.plan.chunk, 1)
+        if excess.low is not None and _too_fast(claimed, claimed + excess.low, calls, noise):
             self.verdict.flag(
                 "timing",
                 "work outside the timed calls: from a chunk's seeds to its outputs the "
-                f"candidate took {span * 1e3:.3f} ms per call, the reference "
-                f"{reference_span * 1e3:.3f} ms, so each call costs about "
-                f"{estimate * 1e3:.3f} ms, not the {claimed * 1e3:.3f} ms claimed",
+                f"candidate spent {excess.seconds * 1e3:.3f} ms per call more than the "
+                f"reference (95% interval {excess.low * 1e3:.3f} to "
+                f"{(excess.high or excess.low) * 1e3:.3f} ms), beside the "
+                f"{claimed * 1e3:.3f} ms it claimed",
             )
+        return excess
 
     def _resources(self, candidate: Side) -> None:
         report, result = candidate.report, candidate.sandbox
@@ -493,8 +525,6 @@ def _net(host: float | None, overhead: float) -> float | None:
 
 
 def _stats(samples: list[float], host: float | None) -> TimingStats:
-    import statistics
-
     ordered = sorted(samples)
     quartiles = statistics.quantiles(ordered, n=4) if len(ordered) >= 2 else [0.0, 0.0, 0.0]
     return TimingStats(

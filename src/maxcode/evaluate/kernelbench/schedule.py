@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 from maxcode.evaluate.kernelbench.settings import (
     CHUNK,
+    CHUNK_BYTES,
     CHUNK_S,
     KEEP_BYTES,
     MIN_PAIRS,
@@ -108,6 +109,33 @@ def paired_speedup(reference: list[list[float]], candidate: list[list[float]]) -
     )
 
 
+@dataclass(frozen=True)
+class PairedExcess:
+    """Seconds per call the candidate spent outside its timed calls beyond the reference, over
+    paired chunks, with the 95% interval (None with fewer than two pairs)."""
+
+    seconds: float
+    low: float | None
+    high: float | None
+
+
+def paired_excess(reference: list[float], candidate: list[float]) -> PairedExcess:
+    """The difference, chunk pair by chunk pair, of the two sides' host seconds per call
+    outside their timed calls (``Conversation.outside``): the same inputs are made and the
+    same outputs sent on both sides, so it is about 0 unless the candidate moved work there.
+    The same estimator as the speedup's (warm-up pair left out, trimmed mean, Yuen's
+    interval), so a pair a burst hit on one side moves it little."""
+    differences = [cand - ref for ref, cand in zip(reference, candidate)]
+    if not differences:
+        return PairedExcess(0.0, None, None)
+    if len(differences) >= WARM_PAIRS_FROM:
+        differences = differences[1:]
+    centre, half = trimmed_interval(differences)
+    if half is None:
+        return PairedExcess(centre, None, None)
+    return PairedExcess(centre, centre - half, centre + half)
+
+
 WARM_PAIRS_FROM = 3
 """From this many pairs on, the first one is left out of the estimate."""
 TRIM = 0.2
@@ -169,13 +197,18 @@ class Stopping:
         return calls
 
 
-def chunk_calls(estimate_s: float, trials: int | None) -> int:
-    """Calls per chunk: about ``CHUNK_S`` of calls, at most ``CHUNK``, at least one; with a
-    fixed number of trials, ``CHUNK`` (or all of them when fewer)."""
-    if trials:
-        return min(CHUNK, trials)
+def chunk_calls(
+    estimate_s: float, trials: int | None, output_bytes: int = 0, max_calls: int = 0
+) -> int:
+    """Calls per chunk: about ``CHUNK_S`` of calls, at most ``CHUNK`` and ``CHUNK_BYTES`` of
+    outputs, at least one; also few enough that the trials (fixed, or at most ``max_calls``)
+    make ``MIN_PAIRS`` + 1 chunks (the first pair is a warm-up pair)."""
     calls = CHUNK if estimate_s <= 0 else round(CHUNK_S / estimate_s)
-    return max(1, min(CHUNK, calls))
+    calls = min(calls, CHUNK, CHUNK_BYTES // max(output_bytes, 1))
+    most = trials or max_calls
+    if most:
+        calls = min(calls, -(-most // (MIN_PAIRS + 1)))
+    return max(1, calls)
 
 
 @dataclass
@@ -201,7 +234,7 @@ class TimedPlan:
 
     def decide(self, estimate_s: float, output_bytes: int, stopping: Stopping) -> None:
         """The reference's warm-up sizes the chunks and says whether all outputs fit."""
-        self.chunk = chunk_calls(estimate_s, stopping.trials)
+        self.chunk = chunk_calls(estimate_s, stopping.trials, output_bytes, stopping.max_calls)
         self.output_bytes = output_bytes
         most = stopping.trials or stopping.max_calls
         self.keep_all = output_bytes * most <= KEEP_BYTES
@@ -358,7 +391,12 @@ class Schedule:
             # Chunks sized on the reference's timed calls so far (a warm-up call, with its
             # first-touch page faults, can look several times slower than a timed one).
             timed = [value for times in self.times[REFERENCE] for value in times]
-            self.plan.chunk = chunk_calls(statistics.median(timed), self.stopping.trials)
+            self.plan.chunk = chunk_calls(
+                statistics.median(timed),
+                self.stopping.trials,
+                self.plan.output_bytes,
+                self.stopping.max_calls,
+            )
             calls = self.stopping.next_calls(
                 self.plan.chunk, self.times[REFERENCE], self.times[CANDIDATE], elapsed
             )

@@ -78,14 +78,17 @@ def test_bench_of_two_methods_on_the_bundled_tasks_and_its_reports(
     server: FakeLLMServer, tmp_path: Path
 ) -> None:
     store = tmp_path / "bench.db"
+    suite = tmp_path / "suite"  # three of the bundled tasks: the suite has a time budget
+    for name in ("pair_count_quadratic", "prime_sieve", "leaderboard_sort"):
+        shutil.copytree(EXAMPLES / name, suite / name)
     done = _maxcode(
-        "bench", str(EXAMPLES), "--method", "best-of-n", "--method", "cuda-llm+maxcode",
+        "bench", str(suite), "--method", "best-of-n", "--method", "cuda-llm+maxcode",
         "--model", "openai/gpt-4o-mini", "--base-url", server.url, "--depth", "1",
         "--candidates", "2", "--repeats", "1", "--store", str(store), "--json",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    tasks = len([path for path in EXAMPLES.iterdir() if path.is_dir()])
+    tasks = 3
     assert len(result["tasks"]) == tasks
     rows = {row["label"]: row for row in result["methods"]}
     assert list(rows) == ["best-of-n", "cuda-llm+maxcode"]

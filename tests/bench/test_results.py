@@ -88,7 +88,7 @@ def test_best_of_n_and_beam_get_the_same_number_of_evaluations(tmp_path: Path) -
         done = run_maxcode(
             "bench", str(task), "--method", "best-of-n", "--method", "beam",
             "--model", "openai/gpt-4o-mini", "--base-url", server.url, "--critic-model", "rules",
-            "--candidates", "2", "--depth", "1", "--max-evals", "5", "--trials", "2",
+            "--candidates", "2", "--depth", "1", "--max-evals", "3", "--trials", "2",
             "--repeats", "1", "--store", str(tmp_path / "b.db"), "--json",
             timeout=600,
         )  # fmt: skip
@@ -97,11 +97,11 @@ def test_best_of_n_and_beam_get_the_same_number_of_evaluations(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     rows = {row["label"]: row for row in json.loads(done.stdout)["methods"]}
     for row in rows.values():
-        assert row["max_evals"] == 5 and row["evaluations_per_run"] == 5
-        assert row["evaluations"] == 10 and row["trials"] == 2
+        assert row["max_evals"] == 3 and row["evaluations_per_run"] == 3
+        assert row["evaluations"] == 6 and row["trials"] == 2
         assert set(row["spread"]) >= {"mean_speedup", "geomean_speedup", "correct", "fast_1"}
         assert isinstance(row["unverified_mean_speedup"], float)
     shown = run_maxcode("bench", "--resume", json.loads(done.stdout)["bench_id"],
                         "--store", str(tmp_path / "b.db"))  # fmt: skip
-    assert "5 evaluations per run for every method" in shown.stdout
-    assert "5.0/5" in shown.stdout and "±" in shown.stdout
+    assert "3 evaluations per run for every method" in shown.stdout
+    assert "3.0/3" in shown.stdout and "±" in shown.stdout

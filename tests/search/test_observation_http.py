@@ -51,7 +51,8 @@ def test_maxcode_prompt_carries_the_parents_feedback(tmp_path: Path, method: str
         server.close()
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    assert result["evaluations"] == 4
+    # A tree stops early only when no node is open (the correct one voided): say why.
+    assert result["evaluations"] == 4, done.stdout[-3000:]
     assert len(prompts) == 4
     for prompt in prompts:
         # The MaxCode parts, and no `feedback` part among them.

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sys
 import time
 import traceback
@@ -58,6 +59,7 @@ _write = os.write
 _read = os.read
 _dumps = json.dumps
 _loads = json.loads
+_draw = random.SystemRandom().randrange
 _CHANNEL_FD = 3
 _MESSAGE_CHARS = 6000
 _LINE_BYTES = 1 << 20
@@ -839,8 +841,14 @@ class _Timing:
             if not seeds:
                 return samples
             # The chunk's inputs are made before its begin marker, so the host time between
-            # the markers is the calls'.
-            batch = [self.make_inputs(seed) for seed in seeds]
+            # the markers is the calls'. Each behind a pad of a random size: where a buffer
+            # lands in the heap (its offset from the call's output within a page) is
+            # otherwise fixed by the process's history, and a bias that lasts a whole process
+            # (4K aliasing between input and output) was seen on identical programs.
+            pads, batch = [], []
+            for seed in seeds:
+                pads.append(torch.empty(64 * _draw(64), dtype=torch.uint8))
+                batch.append(self.make_inputs(seed))
             outputs, times = [], []
             self.channel.send({"m": "begin", **where})
             for given in batch:
@@ -849,7 +857,7 @@ class _Timing:
                 self.last = None
             self.channel.send({"m": "end", **where, "times": times})
             samples += times
-            del batch
+            del batch, pads
             wanted = self.channel.receive()["keep"]
             items, payloads = [], []
             for position in wanted:

@@ -69,7 +69,7 @@ def cpu_results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
         # once on two cores would each see the other's load, which the integrity checks may
         # rightly void).
         with ThreadPoolExecutor(max_workers=2) as pool:
-            list(pool.map(lambda job: prebuild_task(load_task(str(job[0])), job[1]), jobs))
+            built = list(pool.map(lambda job: prebuild_task(load_task(str(job[0])), job[1]), jobs))
         feedback = [_evaluate(problem, source, cpus[0]) for problem, source in jobs]
         builds = sorted(home.glob("cache/kernelbench/cand-*/extensions/**/*.so"))
         stamps = {path: path.stat().st_mtime_ns for path in builds}
@@ -81,7 +81,7 @@ def cpu_results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
         task = load_task(str(PROBLEMS[0]))
         prebuilt = {
             "cached": prebuild_task(task, jobs[0][1]),
-            "broken": prebuild_task(task, BROKEN_CPP),
+            "broken": built[-1],
             "nothing to build": prebuild_task(task, "class ModelNew: pass\n"),
         }
         yield {

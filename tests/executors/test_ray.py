@@ -100,6 +100,7 @@ def _ray_evaluators() -> list[int]:
     return found
 
 
+@pytest.mark.slow  # about 17 s of a ray cluster
 def test_a_worker_killed_mid_evaluation_is_retried(ray_cluster: None, tmp_path: Path) -> None:
     from maxcode.executors.ray_executor import RayExecutor
 

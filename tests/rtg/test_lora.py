@@ -65,6 +65,7 @@ def test_lora_fine_tuning_trains_and_scores(tmp_path: Path) -> None:
     assert scores == [pytest.approx(2.5)]
 
 
+@pytest.mark.slow  # LoRA training from the command line, about 13 s
 def test_rtg_train_with_base_through_the_command_line(tmp_path: Path) -> None:
     from maxcode.rtg.lora import model_input
 

@@ -192,7 +192,12 @@ class Conversation:
                 raise ValueError("ready twice")
             self.ready_at = now
             if self.side == REFERENCE:
-                self.plan.decide(message.estimate_s, message.output_bytes, self.schedule.stopping)
+                self.plan.decide(
+                    message.estimate_s,
+                    message.output_bytes + message.input_bytes,
+                    self.schedule.stopping,
+                    output_bytes=message.output_bytes,
+                )
             self._send({"check": self.check_seeds})
             return
         if self.ready_at is None:

@@ -134,6 +134,8 @@ class Ready(_Evidence):
     """Seconds of one warmed-up call (the reference's sizes the chunks of both sides)."""
     output_bytes: int = Field(ge=0)
     """Bytes of one call's outputs."""
+    input_bytes: int = Field(default=0, ge=0)
+    """Bytes of one call's inputs (a chunk's inputs are all made before its calls)."""
 
 
 class Next(_Evidence):

@@ -201,8 +201,9 @@ def chunk_calls(
     estimate_s: float, trials: int | None, output_bytes: int = 0, max_calls: int = 0
 ) -> int:
     """Calls per chunk: about ``CHUNK_S`` of calls, at most ``CHUNK`` and ``CHUNK_BYTES`` of
-    outputs, at least one; also few enough that the trials (fixed, or at most ``max_calls``)
-    make ``MIN_PAIRS`` + 1 chunks (the first pair is a warm-up pair)."""
+    inputs and outputs (``output_bytes``: both, per call), at least one; also few enough that
+    the trials (fixed, or at most ``max_calls``) make ``MIN_PAIRS`` + 1 chunks (the first pair
+    is a warm-up pair)."""
     calls = CHUNK if estimate_s <= 0 else round(CHUNK_S / estimate_s)
     calls = min(calls, CHUNK, CHUNK_BYTES // max(output_bytes, 1))
     most = trials or max_calls
@@ -222,6 +223,8 @@ class TimedPlan:
     """Calls per chunk (from the reference's warm-up)."""
     output_bytes: int = 0
     """Bytes of one call's outputs, as the reference reported them."""
+    call_bytes: int = 0
+    """Bytes of one call's inputs and outputs (a chunk holds them all)."""
     keep_all: bool = True
     """Every call's outputs are kept (they fit ``KEEP_BYTES``); else one call per chunk."""
     chunks: list[int] = field(default_factory=list)
@@ -232,9 +235,14 @@ class TimedPlan:
     _kept_chunks: set[int] = field(default_factory=set)
     _draw: secrets.SystemRandom = field(default_factory=secrets.SystemRandom)
 
-    def decide(self, estimate_s: float, output_bytes: int, stopping: Stopping) -> None:
-        """The reference's warm-up sizes the chunks and says whether all outputs fit."""
-        self.chunk = chunk_calls(estimate_s, stopping.trials, output_bytes, stopping.max_calls)
+    def decide(
+        self, estimate_s: float, call_bytes: int, stopping: Stopping, output_bytes: int = -1
+    ) -> None:
+        """The reference's warm-up sizes the chunks (on a call's time and the bytes of its
+        inputs and outputs, ``call_bytes``) and says whether all outputs fit."""
+        output_bytes = call_bytes if output_bytes < 0 else output_bytes
+        self.call_bytes = call_bytes
+        self.chunk = chunk_calls(estimate_s, stopping.trials, call_bytes, stopping.max_calls)
         self.output_bytes = output_bytes
         most = stopping.trials or stopping.max_calls
         self.keep_all = output_bytes * most <= KEEP_BYTES
@@ -394,7 +402,7 @@ class Schedule:
             self.plan.chunk = chunk_calls(
                 statistics.median(timed),
                 self.stopping.trials,
-                self.plan.output_bytes,
+                self.plan.call_bytes,
                 self.stopping.max_calls,
             )
             calls = self.stopping.next_calls(

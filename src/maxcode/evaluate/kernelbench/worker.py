@@ -297,8 +297,20 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         # moved there just before its timed calls ran its first chunks up to 1.4x slower.
         _pin(pinned)
         estimate, output_bytes = timing.warm_up(model) if spec.get("timed", True) else (0.0, 0)
+        input_bytes = sum(
+            value.numel() * value.element_size()
+            for value in make_inputs(spec["warmup_seeds"][0])
+            if isinstance(value, torch.Tensor)
+        )
         stages.done("warmup")
-        plan = channel.ask({"m": "ready", "estimate_s": estimate, "output_bytes": output_bytes})
+        plan = channel.ask(
+            {
+                "m": "ready",
+                "estimate_s": estimate,
+                "output_bytes": output_bytes,
+                "input_bytes": input_bytes,
+            }
+        )
         check_seeds = [int(seed) for seed in plan["check"]]
         for number, seed in enumerate(check_seeds):
             inputs = make_inputs(seed)

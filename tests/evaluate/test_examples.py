@@ -4,7 +4,6 @@ known wrong one is found wrong, with the failing test named."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -26,11 +25,12 @@ QUICK = {"leaderboard_sort", "pair_count_quadratic", "prime_sieve"}
 checked); the others with ``MAXCODE_TEST_SLOW=1``."""
 
 
-@pytest.mark.parametrize("name", TASKS)
-@pytest.mark.parametrize("metric", ["wall", "instructions"], ids=["wall", "instructions"])
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(name, marks=() if name in QUICK else pytest.mark.slow) for name in TASKS],
+)
+@pytest.mark.parametrize("metric", ["wall", "instructions"])
 def test_fast_rewrite_is_faster(name: str, metric: str) -> None:
-    if name not in QUICK and os.environ.get("MAXCODE_TEST_SLOW") != "1":
-        pytest.skip("slow; run with MAXCODE_TEST_SLOW=1")
     fast = FIXTURES / name / "fast.cpp"
     result = eval_json(str(EXAMPLES / name), str(fast), "--metric", metric, "--repeats", "3")
     assert result["correct"], result["error"]

@@ -118,9 +118,13 @@ class Conversation:
             if name == phase
         )
 
+    def _phase(self, phase: str) -> list[Chunk]:
+        """The chunks of ``phase``, in order."""
+        return [chunk for (name, _), chunk in sorted(self.chunks.items()) if name == phase]
+
     def chunk_times(self, phase: str) -> list[list[float]]:
         """Per-call seconds of each chunk of ``phase``, in order."""
-        return [self.chunks[key].times for key in sorted(self.chunks) if key[0] == phase]
+        return [chunk.times for chunk in self._phase(phase)]
 
     def outside(self, phase: str) -> list[float] | None:
         """Host seconds per call of each chunk of ``phase`` that its in-process times do not
@@ -129,14 +133,11 @@ class Conversation:
         work a candidate moved there). None when the phase did not complete."""
         if not self.complete(phase):
             return None
-        rates = []
-        for (name, _), chunk in sorted(self.chunks.items()):
-            if name != phase:
-                continue
-            assert chunk.received is not None
-            span = max(chunk.received - chunk.sent, 0) / 1e9
-            rates.append((span - sum(chunk.times)) / max(chunk.calls, 1))
-        return rates
+        return [
+            (max((chunk.received or 0) - chunk.sent, 0) / 1e9 - sum(chunk.times))
+            / max(chunk.calls, 1)
+            for chunk in self._phase(phase)
+        ]
 
     def times(self, phase: str) -> list[float]:
         """Per-call seconds of every call of ``phase``, in order."""
@@ -149,15 +150,11 @@ class Conversation:
         looking like one."""
         if not self.complete(phase):
             return None
-        rates = []
-        for (name, _), chunk in sorted(self.chunks.items()):
-            if name != phase:
-                continue
-            assert chunk.begin is not None and chunk.end is not None
-            rates.append(max(chunk.end - chunk.begin, 0) / 1e9 / chunk.calls)
-        if not rates:
-            return None
-        return statistics.median(rates)
+        rates = [
+            max((chunk.end or 0) - (chunk.begin or 0), 0) / 1e9 / chunk.calls
+            for chunk in self._phase(phase)
+        ]
+        return statistics.median(rates) if rates else None
 
     def _serve(self) -> None:
         stream = self._ours.makefile("rb")
@@ -194,9 +191,9 @@ class Conversation:
             if self.side == REFERENCE:
                 self.plan.decide(
                     message.estimate_s,
-                    message.output_bytes + message.input_bytes,
+                    message.output_bytes,
                     self.schedule.stopping,
-                    output_bytes=message.output_bytes,
+                    input_bytes=message.input_bytes,
                 )
             self._send({"check": self.check_seeds})
             return

@@ -223,8 +223,8 @@ class TimedPlan:
     """Calls per chunk (from the reference's warm-up)."""
     output_bytes: int = 0
     """Bytes of one call's outputs, as the reference reported them."""
-    call_bytes: int = 0
-    """Bytes of one call's inputs and outputs (a chunk holds them all)."""
+    input_bytes: int = 0
+    """Bytes of one call's inputs (a chunk holds them all, with its outputs)."""
     keep_all: bool = True
     """Every call's outputs are kept (they fit ``KEEP_BYTES``); else one call per chunk."""
     chunks: list[int] = field(default_factory=list)
@@ -236,14 +236,14 @@ class TimedPlan:
     _draw: secrets.SystemRandom = field(default_factory=secrets.SystemRandom)
 
     def decide(
-        self, estimate_s: float, call_bytes: int, stopping: Stopping, output_bytes: int = -1
+        self, estimate_s: float, output_bytes: int, stopping: Stopping, input_bytes: int = 0
     ) -> None:
         """The reference's warm-up sizes the chunks (on a call's time and the bytes of its
-        inputs and outputs, ``call_bytes``) and says whether all outputs fit."""
-        output_bytes = call_bytes if output_bytes < 0 else output_bytes
-        self.call_bytes = call_bytes
-        self.chunk = chunk_calls(estimate_s, stopping.trials, call_bytes, stopping.max_calls)
-        self.output_bytes = output_bytes
+        inputs and outputs) and says whether all outputs fit."""
+        self.output_bytes, self.input_bytes = output_bytes, input_bytes
+        self.chunk = chunk_calls(
+            estimate_s, stopping.trials, output_bytes + input_bytes, stopping.max_calls
+        )
         most = stopping.trials or stopping.max_calls
         self.keep_all = output_bytes * most <= KEEP_BYTES
 
@@ -402,7 +402,7 @@ class Schedule:
             self.plan.chunk = chunk_calls(
                 statistics.median(timed),
                 self.stopping.trials,
-                self.plan.call_bytes,
+                self.plan.output_bytes + self.plan.input_bytes,
                 self.stopping.max_calls,
             )
             calls = self.stopping.next_calls(

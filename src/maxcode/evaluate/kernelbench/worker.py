@@ -296,11 +296,8 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         # Warm-up, checks and timed calls on the timing CPU, the candidate's: a worker that
         # moved there just before its timed calls ran its first chunks up to 1.4x slower.
         _pin(pinned)
-        estimate, output_bytes = timing.warm_up(model) if spec.get("timed", True) else (0.0, 0)
-        input_bytes = sum(
-            value.numel() * value.element_size()
-            for value in make_inputs(spec["warmup_seeds"][0])
-            if isinstance(value, torch.Tensor)
+        estimate, output_bytes, input_bytes = (
+            timing.warm_up(model) if spec.get("timed", True) else (0.0, 0, 0)
         )
         stages.done("warmup")
         plan = channel.ask(
@@ -816,11 +813,11 @@ class _Timing:
         self.cuda = device.type == "cuda"
         self.last: Any = None
 
-    def warm_up(self, model: Callable[..., Any]) -> tuple[float, int]:
+    def warm_up(self, model: Callable[..., Any]) -> tuple[float, int, int]:
         """Warm-up calls (fewer when calls are slow: two once ``warmup_s`` is spent); returns
-        the seconds of the fastest call and one call's output bytes."""
+        the seconds of the fastest call and one call's output and input bytes."""
         spec = self.spec
-        estimate, output_bytes, spent = float("inf"), 0, 0.0
+        estimate, output_bytes, input_bytes, spent = float("inf"), 0, 0, 0.0
         seeds = spec["warmup_seeds"]
         for number in range(spec["warmup"]):
             given = self.make_inputs(seeds[number % len(seeds)])
@@ -831,14 +828,17 @@ class _Timing:
             seconds = _perf_counter() - start
             estimate, spent = min(estimate, seconds), spent + seconds
             values = output if isinstance(output, (tuple, list)) else [output]
-            output_bytes = sum(
-                value.numel() * value.element_size()
-                for value in values
-                if isinstance(value, self.torch.Tensor)
-            )
+            output_bytes, input_bytes = self._bytes(values), self._bytes(given)
             if number >= 1 and spent >= spec.get("warmup_s", float("inf")):
                 break
-        return (estimate if estimate < float("inf") else 0.0), output_bytes
+        return (estimate if estimate < float("inf") else 0.0), output_bytes, input_bytes
+
+    def _bytes(self, values: Any) -> int:
+        return sum(
+            value.numel() * value.element_size()
+            for value in values
+            if isinstance(value, self.torch.Tensor)
+        )
 
     def run(self, model: Callable[..., Any], phase: str) -> list[float]:
         """Chunks of timed calls for as long as the parent sends seeds."""

@@ -85,7 +85,6 @@ def test_optimize_a_python_project_over_http(server: FakeLLMServer, tmp_path: Pa
     assert "tests/test_slowpkg.py" not in prompts[0]  # read-only files are not shown
 
 
-@pytest.mark.slow  # about 10 s; the search over HTTP is in the default suite
 def test_rules_proposer_optimizes_a_python_project_offline(tmp_path: Path) -> None:
     best = tmp_path / "best"
     done = run_optimize(

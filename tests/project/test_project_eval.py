@@ -56,7 +56,6 @@ def test_a_run_that_rewrites_the_bench_is_void(tmp_path: Path) -> None:
     assert "bench.py" in verdict["suspect"] and verdict["speedup"] == 0
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake is not installed")
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
 def test_cmake_project_fast_wrong_and_test_editing_candidates() -> None:

@@ -5,7 +5,8 @@ the rules proposer."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from tests.llm.fake_llm_server import FakeLLMServer, Step
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = REPO / "examples" / "project" / "slowpkg"
 FAST = REPO / "tests" / "project" / "fixtures" / "slowpkg" / "fast" / "slowpkg"
+CMAKE = REPO / "examples" / "project" / "cmake_stats"
+CMAKE_FAST = REPO / "tests" / "project" / "fixtures" / "cmake_stats" / "fast" / "src"
 
 MULTI_FILE = (
     "Sets for membership, a closed form for the paths.\n\n"
@@ -34,32 +37,61 @@ MALFORMED = (
     "    return 0\n>>>>>>> REPLACE\n"
 )
 
+# The C++ project: a SEARCH/REPLACE edit (trial division up to the square root), then both
+# sources in full (a sieve, a sort); the same malformed edit beside each.
+SQRT_EDIT = (
+    "Stop the trial division at the square root.\n\n"
+    "src/primes.cpp\n```cpp\n<<<<<<< SEARCH\n    for (int d = 2; d < n; ++d) {\n=======\n"
+    "    for (int d = 2; d * d <= n; ++d) {\n>>>>>>> REPLACE\n```\n"
+)
+CMAKE_MULTI_FILE = (
+    "A sieve for the primes, a sort for the distinct values.\n\n"
+    f"```cpp src/primes.cpp\n{(CMAKE_FAST / 'primes.cpp').read_text()}```\n\n"
+    f"### src/distinct.cpp\n```cpp\n{(CMAKE_FAST / 'distinct.cpp').read_text()}```\n"
+)
+CMAKE_MALFORMED = (
+    "src/distinct.cpp\n<<<<<<< SEARCH\n    std::unordered_set<int> seen;\n=======\n"
+    "    return 0;\n>>>>>>> REPLACE\n"
+)
+
 
 def is_critic(body: dict[str, Any]) -> bool:
     return any("You review one attempt" in m.get("content", "") for m in body["messages"])
 
 
-@pytest.fixture
-def server() -> Iterator[FakeLLMServer]:
-    fake = FakeLLMServer()
+def scripted(first: list[str], then: list[str]) -> Callable[[dict[str, Any]], Step]:
+    """A policy that answers ``first`` to its first prompt and ``then`` to every later one;
+    the critic always gives the same short critique."""
     calls: list[dict[str, Any]] = []
 
     def respond(body: dict[str, Any]) -> Step:
         if is_critic(body):
-            return Step(texts=["Diagnosis: membership scans a list.\nSuggestions:\n- Use a set."])
+            return Step(texts=["Diagnosis: the work is quadratic.\nSuggestions:\n- Do less."])
         calls.append(body)
-        if len(calls) == 1:
-            return Step(texts=[HALF, MALFORMED])
-        return Step(texts=[MULTI_FILE, MALFORMED])
+        return Step(texts=first if len(calls) == 1 else then)
 
-    fake.responder = respond
+    return respond
+
+
+@pytest.fixture
+def server() -> Iterator[FakeLLMServer]:
+    fake = FakeLLMServer()
     try:
         yield fake
     finally:
         fake.close()
 
 
+def critiques_and_prompts(server: FakeLLMServer) -> tuple[list[str], list[str]]:
+    critiques, prompts = [], []
+    for seen in server.seen:
+        text = seen.body["messages"][-1]["content"]
+        (critiques if is_critic(seen.body) else prompts).append(text)
+    return critiques, prompts
+
+
 def test_optimize_a_python_project_over_http(server: FakeLLMServer, tmp_path: Path) -> None:
+    server.responder = scripted([HALF, MALFORMED], [MULTI_FILE, MALFORMED])
     best = tmp_path / "best"
     done = run_optimize(
         str(PYTHON), "--model", "openai/gpt-4o-mini", "--base-url", server.url,
@@ -74,15 +106,36 @@ def test_optimize_a_python_project_over_http(server: FakeLLMServer, tmp_path: Pa
     assert result["best_program"] == str(best)
     assert (best / "slowpkg" / "paths.py").read_text() == (FAST / "paths.py").read_text()
     assert (best / "slowpkg" / "common.py").read_text() == (FAST / "common.py").read_text()
-    critiques = [
-        seen.body["messages"][-1]["content"] for seen in server.seen if is_critic(seen.body)
-    ]
+    critiques, prompts = critiques_and_prompts(server)
     assert any("the SEARCH text is not in slowpkg/paths.py" in text for text in critiques)
-    prompts = [
-        seen.body["messages"][-1]["content"] for seen in server.seen if not is_critic(seen.body)
-    ]
     assert "```python slowpkg/common.py" in prompts[0]  # files shown named by their paths
     assert "tests/test_slowpkg.py" not in prompts[0]  # read-only files are not shown
+
+
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake is not installed")
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_optimize_a_cmake_project_over_http(server: FakeLLMServer, tmp_path: Path) -> None:
+    server.responder = scripted([SQRT_EDIT, CMAKE_MALFORMED], [CMAKE_MULTI_FILE, CMAKE_MALFORMED])
+    best = tmp_path / "best"
+    done = run_optimize(
+        str(CMAKE), "--model", "openai/gpt-4o-mini", "--base-url", server.url,
+        "--method", "cuda-llm", "--maxcode", "--depth", "2", "--candidates", "2",
+        "--metric", "instructions", "--store", str(tmp_path / "runs.db"),
+        "--output", str(best), "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    # The square-root edit and the malformed edit on the reference; both files and the
+    # malformed edit on the square-root version. Instruction counts are deterministic, so
+    # the sieve and the sort win.
+    assert result["evaluations"] == 4
+    assert result["best_program"] == str(best)
+    for name in ("primes.cpp", "distinct.cpp"):
+        assert (best / "src" / name).read_text() == (CMAKE_FAST / name).read_text()
+    critiques, prompts = critiques_and_prompts(server)
+    assert any("the SEARCH text is not in src/distinct.cpp" in text for text in critiques)
+    assert "d * d <= n" in prompts[1]  # the edited program is the one improved next
+    assert "tests/test_stats.cpp" not in prompts[0]
 
 
 def test_rules_proposer_optimizes_a_python_project_offline(tmp_path: Path) -> None:

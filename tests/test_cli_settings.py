@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -56,3 +58,13 @@ def test_early_stopping_over_the_command_line(tmp_path: Path) -> None:
     assert result["status"] == "done"
     if len(result["trace"]) < 6:
         assert "stopped early" in result["message"] and "--patience 1" in result["message"]
+
+
+def test_python_dash_m_runs_the_same_command_line(tmp_path: Path) -> None:
+    missing = tmp_path / "no_such_task"
+    done = subprocess.run(
+        [sys.executable, "-m", "maxcode", "eval", str(missing), str(missing)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"error: task not found: {missing}"

@@ -288,6 +288,25 @@ def test_a_broken_reference_is_a_clear_error_with_exit_2(tmp_path: Path) -> None
     assert "Traceback" not in result.stderr
 
 
+def test_a_reference_killed_from_outside_is_named_as_killed(tmp_path: Path) -> None:
+    # The kernel's OOM killer ends a worker with SIGKILL; the parent then finds its
+    # conversation broken (a broken pipe), which is the symptom, not the cause to report.
+    forward = (
+        "import os, signal\n"
+        "        self.calls = getattr(self, 'calls', 0) + 1\n"
+        "        if self.calls > 12:\n"
+        "            os.kill(os.getpid(), signal.SIGKILL)\n"
+        "        return x * 2"
+    )
+    problem = write_problem(tmp_path, forward)
+    candidate = tmp_path / "candidate.py"
+    candidate.write_text(model_new("return x * 2"))
+    result = run_maxcode("eval", str(problem), str(candidate), "--repeats", "40")
+    assert result.returncode == 2
+    assert "the reference's process was killed (signal 9)" in result.stderr
+    assert "broke the protocol" not in result.stderr and "Traceback" not in result.stderr
+
+
 def test_cuda_without_a_gpu_is_a_clear_error(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():

@@ -14,6 +14,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -293,13 +294,29 @@ def check_reference(task: Task, side: Side, timed: bool = True) -> None:
         where = _failing_frame(report.detail)
         if where:
             why = f"{why} ({where})"
+    elif result.limit_hit and result.wall_s > 0:
+        # A run killed at a limit breaks its conversation too (a broken pipe): the limit is
+        # the cause to name.
+        why = _limit_named(task, result.limit_hit)
+    elif result.signal:
+        # Killed from outside (the kernel's OOM killer sends SIGKILL when the machine, not the
+        # task's limit, runs out of memory): the broken conversation is only its symptom.
+        why = f"the reference's process was killed (signal {result.signal})"
+        if result.signal == signal.SIGKILL:
+            why += "; the machine may have run out of memory (try a smaller --scale)"
     elif problem is not None:
         why = problem
-    elif result.limit_hit and result.wall_s > 0:
-        why = f"{result.limit_hit} limit hit"
     else:
         why = last_line(result.stderr) or f"exit code {result.exit_code}"
     raise TaskError(reference_failure(task, why))
+
+
+def _limit_named(task: Task, limit: str) -> str:
+    if limit == "wall":
+        return f"no result within the task's {task.timeout_s:g} s time limit (killed)"
+    if limit == "memory":
+        return f"the task's memory limit ({task.memory_mb} MiB) hit"
+    return f"{limit} limit hit"
 
 
 def _failing_frame(detail: str) -> str:

@@ -41,6 +41,24 @@ def test_equal_ratios_give_a_point_interval_and_one_pair_none() -> None:
     assert paired_speedup([], []).pairs == 0
 
 
+def test_a_process_bias_widens_the_interval_in_quadrature_but_not_the_stopping() -> None:
+    same = paired_speedup([[1.0]] * 5, [[0.5]] * 5)  # pairs alone: a point interval at 2x
+    wide = same.with_process_bias(0.015)
+    assert wide.speedup == same.speedup and wide.pairs == same.pairs
+    assert wide.low == pytest.approx(2.0 * math.exp(-1.959964 * 0.015))
+    assert wide.high == pytest.approx(2.0 * math.exp(1.959964 * 0.015))
+    assert same.narrow() and not wide.narrow(0.02)  # +-2.9%: timing stops on the pairs' width
+    noisy = paired_speedup([[5.0], [1.0], [1.1], [0.9], [1.05]], [[1.0]] * 5)
+    assert noisy.low is not None and noisy.high is not None
+    half = math.log(noisy.high / noisy.low) / 2
+    widened = noisy.with_process_bias(0.015)
+    assert widened.low is not None and widened.high is not None
+    assert math.log(widened.high / widened.low) / 2 == pytest.approx(
+        math.hypot(half, 1.959964 * 0.015)
+    )
+    assert paired_speedup([[1.0]], [[1.0]]).with_process_bias(0.015).low is None
+
+
 def test_a_pair_hit_on_one_side_only_barely_moves_the_trimmed_estimate() -> None:
     steady = [[1.0]] * 10
     hit = paired_speedup([[1.0]] * 9 + [[3.0]], steady)  # one pair 3x off

@@ -93,8 +93,9 @@ def read_report(path: Path) -> WorkerReport | str | None:
 
 
 def read_tensors(path: Path) -> dict[str, list[list[Any]]] | str:
-    """The checked calls' tensors (``check``, ``again``, ``before``, ``after``: one list of
-    tensors per check seed), or why they are missing or malformed."""
+    """The checked calls' tensors (``check``, ``again``, ``after``: one list of tensors per
+    check seed; ``after`` is [] where the call left its inputs as they were made), or why they
+    are missing or malformed."""
     if not path.is_file():
         return "the worker left no outputs"
     import torch
@@ -107,7 +108,7 @@ def read_tensors(path: Path) -> dict[str, list[list[Any]]] | str:
     if not isinstance(loaded, dict):
         return "the outputs file holds no record"
     tensors: dict[str, list[list[Any]]] = {}
-    for key in ("check", "again", "before", "after"):
+    for key in ("check", "again", "after"):
         per_seed = loaded.get(key)
         if (
             not isinstance(per_seed, list)

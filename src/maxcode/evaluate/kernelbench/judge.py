@@ -38,6 +38,7 @@ from maxcode.evaluate.kernelbench.schedule import (
 from maxcode.evaluate.kernelbench.settings import (
     CHECK_SEEDS,
     DEFAULT_TOLERANCE,
+    PROCESS_BIAS,
     KernelBenchSettings,
 )
 from maxcode.evaluate.sandbox import Sandbox
@@ -258,7 +259,7 @@ class Judge:
         reference_cost = max(timings["reference"].median_s, floor)
         paired = paired_speedup(
             reference.conversation.chunk_times("K"), candidate.conversation.chunk_times("K")
-        )
+        ).with_process_bias(PROCESS_BIAS)
         speedup = max(paired.speedup, 1e-12)
         candidate_cost = reference_cost / speedup
         interval = None
@@ -438,7 +439,12 @@ class Judge:
         return DEFAULT_TOLERANCE.get(str(dtype).removeprefix("torch."), 1e-2)
 
     def _inputs_changed(self, expected: list[Any], got: list[Any]) -> str | None:
+        """The candidate's inputs after the call against the reference's (each side saves
+        them only when its call changed them: [] is 'as made')."""
         torch = self.torch
+        if got and not expected:
+            self.verdict.flag("inputs", "the candidate changed its inputs in place")
+            return "an input was changed by the call (inputs must stay unchanged)"
         if len(got) != len(expected):
             self.verdict.flag("inputs", "the candidate's inputs are not the reference's")
             return "the inputs after the call are missing"
@@ -480,12 +486,8 @@ class Judge:
             if self._compare(first, again) is not None:
                 found.append("the reference disagrees with itself when run twice")
                 break
-        for before, after in zip(tensors["before"], tensors["after"]):
-            if any(
-                not torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0)) for a, b in zip(before, after)
-            ):
-                found.append("the reference changes its inputs in place")
-                break
+        if any(tensors["after"]):  # a seed's inputs saved after the call: the call changed them
+            found.append("the reference changes its inputs in place")
         return found
 
 

@@ -85,8 +85,23 @@ class PairedEstimate:
             return False
         return self.high <= self.speedup * (1 + target) and self.low >= self.speedup * (1 - target)
 
+    def with_process_bias(self, spread: float) -> PairedEstimate:
+        """The interval widened for a bias that lasts a whole process (``PROCESS_BIAS``): its
+        log half-width and 1.96 ``spread`` added in quadrature. Pairs measure only the noise
+        within the two processes, so timing stops on the pairs' interval (``narrow``) and the
+        reported one carries both."""
+        if self.low is None or self.high is None or self.speedup <= 0:
+            return self
+        half = math.log(self.high / self.low) / 2
+        wide = math.hypot(half, _Z975 * spread)
+        centre = math.log(self.speedup)
+        return PairedEstimate(
+            self.speedup, math.exp(centre - wide), math.exp(centre + wide), self.pairs
+        )
+
 
 _FLOOR_S = 1e-9
+_Z975 = 1.959964
 
 
 def paired_speedup(reference: list[list[float]], candidate: list[list[float]]) -> PairedEstimate:

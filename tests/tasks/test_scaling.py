@@ -128,6 +128,17 @@ def get_init_inputs():
     size = size.replace("torch.rand(batch_size, 4096, 16)", "torch.rand(batch_size, dim)")
     size = size.replace("torch.sum(x, dim=self.dim)", "torch.relu(x)")
     assert module_values(scale_problem(size, 0.1).source)["dim"] == 49152
+    # KernelBench's level1/24_LogSoftmax: the model's own ``dim`` (an axis, default 1) shares
+    # its name with the module's size ``dim``, which get_init_inputs() does not pass. Kept as
+    # an axis, 512 x 393216 floats (805 MB per input) took a worker to 11 GB.
+    shared = axis.replace("def __init__(self, dim)", "def __init__(self, dim: int = 1)")
+    shared = shared.replace("dim = 4", "dim = 393216").replace("return [dim]", "return []")
+    shared = shared.replace("torch.rand(batch_size, 4096, 16)", "torch.rand(batch_size, dim)")
+    scaling = scale_problem(shared, 0.1)
+    assert module_values(scaling.source)["dim"] == 49152 and "dim" not in scaling.kept
+    passed = shared.replace("def __init__(self, dim: int = 1)", "def __init__(self, axis)")
+    passed = passed.replace("self.dim = dim", "self.dim = axis").replace("[]", "[dim]")
+    assert module_values(scale_problem(passed, 0.1).source)["dim"] == 393216  # an axis again
 
 
 def test_divisibility_by_groups_and_heads_survives() -> None:

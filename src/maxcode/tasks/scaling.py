@@ -53,7 +53,7 @@ import io
 import math
 import re
 import tokenize
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 
 from maxcode.errors import TaskError
@@ -504,13 +504,18 @@ class _Usage:
         self.divisor_literals: set[int] = set()
         self.model_literals: set[int] = set()
         self._init_parameters: list[str] = []
+        self._local: set[str] = set()
+        """Names local to the call being noted (``Model.__init__``'s parameters inside it)."""
         functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
         self.get_inputs = functions.get("get_inputs")
         self.get_init_inputs = functions.get("get_init_inputs")
-        self._link_init_inputs()
+        init = self._link_init_inputs()
+        inside_init = {id(node) for node in ast.walk(init)} if init is not None else set()
         for node in ast.walk(tree):
             if isinstance(node, ast.Call):
+                self._local = set(self._init_parameters) if id(node) in inside_init else set()
                 self._note_call(node)
+        self._local = set()
         for node in tree.body:
             if isinstance(node, ast.ClassDef):
                 for inner in ast.walk(node):
@@ -518,7 +523,12 @@ class _Usage:
                     if value is not None:
                         self.model_literals.add(value)
 
-    def _link_init_inputs(self) -> None:
+    def _link_init_inputs(self) -> ast.FunctionDef | None:
+        """Links a module constant to the ``Model.__init__`` parameter that receives it
+        (through ``get_init_inputs()``'s list) and that parameter to ``self.attr``; returns
+        ``__init__``. A parameter is keyed ``arg:NAME``, apart from a module constant of the
+        same name: ``dim = 393216`` (a size in ``get_inputs``) is not the ``dim`` of
+        ``__init__(self, dim=1)`` when ``get_init_inputs()`` passes nothing."""
         model = next(
             (
                 node
@@ -548,10 +558,11 @@ class _Usage:
                 ):
                     for target in node.targets:
                         if isinstance(target, ast.Attribute):
-                            self._alias(node.value.id, f"self.{target.attr}")
+                            self._alias(_ARG + node.value.id, f"self.{target.attr}")
         for position, element in enumerate(self._init_elements()):
             if isinstance(element, ast.Name) and position < len(self._init_parameters):
-                self._alias(element.id, self._init_parameters[position])
+                self._alias(element.id, _ARG + self._init_parameters[position])
+        return init
 
     def _init_elements(self) -> list[ast.expr]:
         if self.get_init_inputs is None:
@@ -578,7 +589,9 @@ class _Usage:
         if name == "LayerNorm":
             shapes = call.args[:1] + [k.value for k in call.keywords if k.arg == "normalized_shape"]
             for shape in shapes:
-                self.exact.update(key for node in ast.walk(shape) if (key := _symbol(node)))
+                self.exact.update(
+                    key for node in ast.walk(shape) if (key := _symbol(node, self._local))
+                )
         for keyword in call.keywords:
             if keyword.arg in _HYPER_KEYWORDS:
                 self._mark(keyword.value, f"{keyword.arg}=", keyword.arg in _DIVIDES_KEYWORDS)
@@ -600,7 +613,7 @@ class _Usage:
 
     def _mark(self, value: ast.expr, why: str, divides: bool) -> None:
         for node in ast.walk(value):
-            key = _symbol(node)
+            key = _symbol(node, self._local)
             if key is not None:
                 self.hyper.setdefault(key, why)
                 if divides:
@@ -612,9 +625,9 @@ class _Usage:
 
     def parameters_of(self, name: str) -> list[str]:
         return [
-            other
+            other.removeprefix(_ARG)
             for other in sorted(self.aliases.get(name, ()))
-            if other != name and not other.startswith("self.")
+            if other.startswith(_ARG)
         ]
 
     def hyper_use(self, name: str) -> str | None:
@@ -635,7 +648,9 @@ class _Usage:
             parameter = (
                 self._init_parameters[position] if position < len(self._init_parameters) else ""
             )
-            use = self.hyper_use(parameter) or _hyper_name(parameter, _int_value(element) or 0)
+            use = self.hyper_use(_ARG + parameter) or _hyper_name(
+                parameter, _int_value(element) or 0
+            )
             yield "get_init_inputs()", use or "size", element
         if self.get_inputs is None:
             return
@@ -668,9 +683,13 @@ def _is_module_path(node: ast.expr) -> bool:
     return isinstance(node, ast.Name) and node.id in {"torch", "nn", "F", "functional", "math"}
 
 
-def _symbol(node: ast.AST) -> str | None:
+_ARG = "arg:"
+"""Key prefix of a ``Model.__init__`` parameter (see ``_Usage._link_init_inputs``)."""
+
+
+def _symbol(node: ast.AST, local: Collection[str] = ()) -> str | None:
     if isinstance(node, ast.Name):
-        return node.id
+        return _ARG + node.id if node.id in local else node.id
     if (
         isinstance(node, ast.Attribute)
         and isinstance(node.value, ast.Name)

@@ -90,16 +90,25 @@ def critiques_and_prompts(server: FakeLLMServer) -> tuple[list[str], list[str]]:
     return critiques, prompts
 
 
+def optimize_over_http(
+    task: Path, server: FakeLLMServer, tmp_path: Path, best: Path, *options: str
+) -> dict[str, Any]:
+    """``maxcode optimize TASK`` against the fake server: a CUDA-LLM search with MaxCode, two
+    levels of two candidates, the best program written to ``best``; its JSON result."""
+    done = run_optimize(
+        str(task), "--model", "openai/gpt-4o-mini", "--base-url", server.url,
+        "--method", "cuda-llm", "--maxcode", "--depth", "2", "--candidates", "2", *options,
+        "--store", str(tmp_path / "runs.db"), "--output", str(best), "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
 def test_optimize_a_python_project_over_http(server: FakeLLMServer, tmp_path: Path) -> None:
     server.responder = scripted([HALF, MALFORMED], [MULTI_FILE, MALFORMED])
     best = tmp_path / "best"
-    done = run_optimize(
-        str(PYTHON), "--model", "openai/gpt-4o-mini", "--base-url", server.url,
-        "--method", "cuda-llm", "--maxcode", "--depth", "2", "--candidates", "2",
-        "--repeats", "2", "--store", str(tmp_path / "runs.db"), "--output", str(best), "--json",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    result = optimize_over_http(PYTHON, server, tmp_path, best, "--repeats", "2")
     # HALF and the malformed edit on the reference; MULTI_FILE and the malformed edit on HALF
     # (a failed edit is judged, as a build error, once per parent).
     assert result["evaluations"] == 4
@@ -117,14 +126,7 @@ def test_optimize_a_python_project_over_http(server: FakeLLMServer, tmp_path: Pa
 def test_optimize_a_cmake_project_over_http(server: FakeLLMServer, tmp_path: Path) -> None:
     server.responder = scripted([SQRT_EDIT, CMAKE_MALFORMED], [CMAKE_MULTI_FILE, CMAKE_MALFORMED])
     best = tmp_path / "best"
-    done = run_optimize(
-        str(CMAKE), "--model", "openai/gpt-4o-mini", "--base-url", server.url,
-        "--method", "cuda-llm", "--maxcode", "--depth", "2", "--candidates", "2",
-        "--metric", "instructions", "--store", str(tmp_path / "runs.db"),
-        "--output", str(best), "--json",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    result = optimize_over_http(CMAKE, server, tmp_path, best, "--metric", "instructions")
     # The square-root edit and the malformed edit on the reference; both files and the
     # malformed edit on the square-root version. Instruction counts are deterministic, so
     # the sieve and the sort win.

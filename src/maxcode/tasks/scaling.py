@@ -504,18 +504,15 @@ class _Usage:
         self.divisor_literals: set[int] = set()
         self.model_literals: set[int] = set()
         self._init_parameters: list[str] = []
-        self._local: set[str] = set()
-        """Names local to the call being noted (``Model.__init__``'s parameters inside it)."""
         functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
         self.get_inputs = functions.get("get_inputs")
         self.get_init_inputs = functions.get("get_init_inputs")
         init = self._link_init_inputs()
         inside_init = {id(node) for node in ast.walk(init)} if init is not None else set()
+        parameters = set(self._init_parameters)
         for node in ast.walk(tree):
             if isinstance(node, ast.Call):
-                self._local = set(self._init_parameters) if id(node) in inside_init else set()
-                self._note_call(node)
-        self._local = set()
+                self._note_call(node, parameters if id(node) in inside_init else set())
         for node in tree.body:
             if isinstance(node, ast.ClassDef):
                 for inner in ast.walk(node):
@@ -577,7 +574,8 @@ class _Usage:
         for member in group:
             self.aliases[member] = group
 
-    def _note_call(self, call: ast.Call) -> None:
+    def _note_call(self, call: ast.Call, local: set[str]) -> None:
+        """``local``: the names that are ``Model.__init__``'s parameters where ``call`` is."""
         callee = call.func
         name = (
             callee.attr
@@ -589,12 +587,12 @@ class _Usage:
         if name == "LayerNorm":
             shapes = call.args[:1] + [k.value for k in call.keywords if k.arg == "normalized_shape"]
             for shape in shapes:
-                self.exact.update(
-                    key for node in ast.walk(shape) if (key := _symbol(node, self._local))
-                )
+                self.exact.update(key for node in ast.walk(shape) if (key := _symbol(node, local)))
         for keyword in call.keywords:
             if keyword.arg in _HYPER_KEYWORDS:
-                self._mark(keyword.value, f"{keyword.arg}=", keyword.arg in _DIVIDES_KEYWORDS)
+                self._mark(
+                    keyword.value, f"{keyword.arg}=", keyword.arg in _DIVIDES_KEYWORDS, local
+                )
         roles = _POSITIONAL.get(name, ())
         if isinstance(callee, ast.Name) and name in _BUILTINS:
             roles = ()
@@ -609,11 +607,11 @@ class _Usage:
             role = roles[position]
             if role is not None and not isinstance(argument, ast.Starred):
                 what = f"argument {position + 1} of {name}()"
-                self._mark(argument, what, role == _G)
+                self._mark(argument, what, role == _G, local)
 
-    def _mark(self, value: ast.expr, why: str, divides: bool) -> None:
+    def _mark(self, value: ast.expr, why: str, divides: bool, local: set[str]) -> None:
         for node in ast.walk(value):
-            key = _symbol(node, self._local)
+            key = _symbol(node, local)
             if key is not None:
                 self.hyper.setdefault(key, why)
                 if divides:

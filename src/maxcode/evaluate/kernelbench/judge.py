@@ -28,7 +28,7 @@ from maxcode.evaluate.build import bounded_diagnostics
 from maxcode.evaluate.integrity import Verdict, isolation_flags
 from maxcode.evaluate.kernelbench.backends import UNTIMED, launch_findings
 from maxcode.evaluate.kernelbench.roofline import cap_at_light, roofline
-from maxcode.evaluate.kernelbench.runner import Side, last_line
+from maxcode.evaluate.kernelbench.runner import Side, last_line, limit_message
 from maxcode.evaluate.kernelbench.schedule import (
     PairedExcess,
     TimedPlan,
@@ -43,7 +43,7 @@ from maxcode.evaluate.kernelbench.settings import (
 )
 from maxcode.evaluate.sandbox import Sandbox
 from maxcode.tasks.model import Task
-from maxcode.types import Feedback, ForwardProfile, TestOutcome, TimingStats
+from maxcode.types import ErrorKind, Feedback, ForwardProfile, TestOutcome, TimingStats
 
 HOST_SHARE = 0.5
 """In-process timings must account for at least this share of the host time the parent saw."""
@@ -178,12 +178,13 @@ class Judge:
                 compiled=False,
                 compile_output=bounded_diagnostics(detail),
             )
-        if result.limit_hit == "wall":
-            return failed("timeout", f"no result within {self.task.timeout_s:g} s (killed)")
-        if result.limit_hit == "memory":
-            return failed("memory_limit", f"memory limit ({self.task.memory_mb} MiB) hit")
-        if result.limit_hit == "output":
-            return failed("output_limit", "wrote more than the file-size limit (killed)")
+        kinds: dict[str, ErrorKind] = {
+            "wall": "timeout",
+            "memory": "memory_limit",
+            "output": "output_limit",
+        }
+        if result.limit_hit in kinds:
+            return failed(kinds[result.limit_hit], limit_message(self.task, result.limit_hit))
         conversation = candidate.conversation
         broken = candidate.problem or (conversation.problem if conversation else None)
         if report is not None and report.stage == "channel_error":

@@ -297,7 +297,7 @@ def check_reference(task: Task, side: Side, timed: bool = True) -> None:
     elif result.limit_hit and result.wall_s > 0:
         # A run killed at a limit breaks its conversation too (a broken pipe): the limit is
         # the cause to name.
-        why = _limit_named(task, result.limit_hit)
+        why = limit_message(task, result.limit_hit)
     elif result.signal:
         # Killed from outside (the kernel's OOM killer sends SIGKILL when the machine, not the
         # task's limit, runs out of memory): the broken conversation is only its symptom.
@@ -311,11 +311,14 @@ def check_reference(task: Task, side: Side, timed: bool = True) -> None:
     raise TaskError(reference_failure(task, why))
 
 
-def _limit_named(task: Task, limit: str) -> str:
+def limit_message(task: Task, limit: str) -> str:
+    """What a run killed at ``limit`` is told (the reference's and the candidate's alike)."""
     if limit == "wall":
-        return f"no result within the task's {task.timeout_s:g} s time limit (killed)"
+        return f"no result within {task.timeout_s:g} s (killed)"
     if limit == "memory":
-        return f"the task's memory limit ({task.memory_mb} MiB) hit"
+        return f"memory limit ({task.memory_mb} MiB) hit"
+    if limit == "output":
+        return "wrote more than the file-size limit (killed)"
     return f"{limit} limit hit"
 
 
@@ -341,6 +344,7 @@ __all__ = [
     "TimedPlan",
     "WorkerRunner",
     "cache_folder",
+    "limit_message",
     "python_paths",
     "startup_cpus",
 ]

@@ -216,9 +216,9 @@ def chunk_calls(
     estimate_s: float, trials: int | None, output_bytes: int = 0, max_calls: int = 0
 ) -> int:
     """Calls per chunk: about ``CHUNK_S`` of calls, at most ``CHUNK`` and ``CHUNK_BYTES`` of
-    inputs and outputs (``output_bytes``: both, per call), at least one; also few enough that
-    the trials (fixed, or at most ``max_calls``) make ``MIN_PAIRS`` + 1 chunks (the first pair
-    is a warm-up pair)."""
+    inputs and outputs (``output_bytes``: both, per call, ``TimedPlan.call_bytes``), at least
+    one; also few enough that the trials (fixed, or at most ``max_calls``) make
+    ``MIN_PAIRS`` + 1 chunks (the first pair is a warm-up pair)."""
     calls = CHUNK if estimate_s <= 0 else round(CHUNK_S / estimate_s)
     calls = min(calls, CHUNK, CHUNK_BYTES // max(output_bytes, 1))
     most = trials or max_calls
@@ -256,11 +256,14 @@ class TimedPlan:
         """The reference's warm-up sizes the chunks (on a call's time and the bytes of its
         inputs and outputs) and says whether all outputs fit."""
         self.output_bytes, self.input_bytes = output_bytes, input_bytes
-        self.chunk = chunk_calls(
-            estimate_s, stopping.trials, output_bytes + input_bytes, stopping.max_calls
-        )
+        self.chunk = chunk_calls(estimate_s, stopping.trials, self.call_bytes, stopping.max_calls)
         most = stopping.trials or stopping.max_calls
         self.keep_all = output_bytes * most <= KEEP_BYTES
+
+    @property
+    def call_bytes(self) -> int:
+        """Bytes of one call's inputs and outputs (what bounds a chunk)."""
+        return self.output_bytes + self.input_bytes
 
     @property
     def trials(self) -> int:
@@ -417,7 +420,7 @@ class Schedule:
             self.plan.chunk = chunk_calls(
                 statistics.median(timed),
                 self.stopping.trials,
-                self.plan.output_bytes + self.plan.input_bytes,
+                self.plan.call_bytes,
                 self.stopping.max_calls,
             )
             calls = self.stopping.next_calls(

@@ -234,6 +234,23 @@ def test_a_candidate_that_does_not_import_did_not_compile(tmp_path: Path) -> Non
     assert "no ModelNew" in missing.error.message
 
 
+def test_the_timed_processes_run_with_one_fixed_address_layout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A randomized layout makes a bias that lasts a whole process (``worker._fix_layout``):
+    the candidate's process runs with randomization off, unless the parent asks for it to
+    measure what the fixed layout is worth. This candidate is right only in a fixed layout."""
+    problem = write_problem(tmp_path, "return torch.relu(x)")
+    layout_aware = model_new(
+        "fixed = ctypes.CDLL(None).personality(0xFFFFFFFF) & 0x0040000\n"
+        "        return torch.relu(x) if fixed else torch.relu(x) + 1",
+        imports="import ctypes",
+    )
+    assert judge(layout_aware, problem, repeats=2).correct
+    monkeypatch.setenv("MAXCODE_LAYOUT", "random")
+    assert not judge(layout_aware, problem, repeats=2).correct
+
+
 def test_a_candidate_that_never_returns_is_killed(tmp_path: Path) -> None:
     problem = write_problem(tmp_path, "return torch.relu(x)")
     feedback = judge(model_new("while True:\n            pass"), problem, timeout_s=6)

@@ -242,6 +242,9 @@ def _environment(cache: Path, workdir: Path) -> dict[str, str]:
         "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
         "MAX_JOBS": "2",
     }
+    if os.environ.get("MAXCODE_LAYOUT") == "random":
+        # Measuring what the fixed layout is worth (worker ``_fix_layout``).
+        environment["MAXCODE_LAYOUT"] = "random"
     for passed in ("CUDA_VISIBLE_DEVICES", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST"):
         if passed in os.environ:
             environment[passed] = os.environ[passed]

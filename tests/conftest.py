@@ -38,7 +38,7 @@ def hermetic_home(
             monkeypatch.delenv(name)
     # The same adaptive timing as a user's, with a smaller cap on its seconds: no test asserts
     # a speedup that needs a narrow interval, and the suite has a budget.
-    monkeypatch.setenv("MAXCODE_TIMING_BUDGET_S", "1")
+    monkeypatch.setenv("MAXCODE_TIMING_BUDGET_S", "0.5")
     return home
 
 

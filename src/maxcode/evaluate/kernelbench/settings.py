@@ -36,8 +36,11 @@ without 1.0 out of 198 (12%; 14 above it) with pairs alone; the likeliest spread
 them is 0.019, and with 0.02, 4 of 198 miss 1.0 (2%; 2 above). 0.015 (3.5% missed) still left
 2 of 6 identical ``1_ScaledGELU`` intervals without 1.0 in ``benchmarks/noise.py``. Two
 processes alternating one elementwise call on 100 MB, with nothing of the harness, disagreed
-the same way (0.908 +- 0.007 one run, 1.006 +- 0.009 the next). C++ and project timings start
-a process per round, so their intervals already sample it."""
+the same way (0.908 +- 0.007 one run, 1.006 +- 0.009 the next). Sized before the workers ran
+with a fixed address layout (worker ``_fix_layout``), which removed most of it (identical
+candidates of 12 public problems, twice each, layouts alternated: root mean square of the log
+speedup 0.016 fixed, 0.042 random); 24 evaluations do not size a smaller term, so it stands.
+C++ and project timings start a process per round, so their intervals already sample it."""
 WARMUP_S = 0.3
 """Seconds of warm-up after which a worker stops warming up (after two calls at least)."""
 KEEP_BYTES = 256 << 20

@@ -3,7 +3,9 @@
 It is started as ``python3 -I -B worker.py SPEC.json`` in a sandboxed process of its own, once
 for the reference and once for the candidate, so the candidate can never patch the reference's
 code or the functions that judge it. It imports no maxcode module: it is copied next to the
-job's files and runs with the interpreter's own packages only.
+job's files and runs with the interpreter's own packages only. Before anything else it
+re-executes itself once with address-space randomization off (``_fix_layout``), so that the two
+processes timed against each other do not differ by where their memory was laid out.
 
 What it produces is *evidence*, not a verdict. The spec file holds only what building the model
 needs (problem, candidate, the weights' seed, the warm-up inputs' seeds, drawn apart from every

@@ -30,17 +30,16 @@ TARGET = 0.02
 PROCESS_BIAS = 0.02
 """Spread (standard deviation of the log speedup) of a bias that lasts a whole worker process,
 added to every KernelBench interval: a ratio between two processes that pairing cannot cancel
-and more pairs cannot shrink. Identical candidates of the 198 public level-1/2 problems that
-ran at ``--scale 0.1`` (``benchmarks/kernelbench_public.py``, this machine) had 23 intervals
-without 1.0 out of 198 (12%; 14 above it) with pairs alone; the likeliest spread fitted to
-them is 0.019, and with 0.02, 4 of 198 miss 1.0 (2%; 2 above). 0.015 (3.5% missed) still left
-2 of 6 identical ``1_ScaledGELU`` intervals without 1.0 in ``benchmarks/noise.py``. Two
-processes alternating one elementwise call on 100 MB, with nothing of the harness, disagreed
-the same way (0.908 +- 0.007 one run, 1.006 +- 0.009 the next). Sized before the workers ran
-with a fixed address layout (worker ``_fix_layout``), which removed most of it (identical
-candidates of 12 public problems, twice each, layouts alternated: root mean square of the log
-speedup 0.016 fixed, 0.042 random); 24 evaluations do not size a smaller term, so it stands.
-C++ and project timings start a process per round, so their intervals already sample it."""
+and more pairs cannot shrink. With each process's address layout drawn at random, identical
+candidates of the 198 public level-1/2 problems that ran at ``--scale 0.1``
+(``benchmarks/kernelbench_public.py``, this machine) had 23 intervals without 1.0 out of 198
+(12%; 14 above it) with pairs alone; the likeliest spread fitted to them is 0.019, and with
+0.02, 4 of 198 miss 1.0. The workers now run with a fixed layout (worker ``_fix_layout``),
+which removes much of it: the same pass (200 of 200 ran, 196 within 0.95-1.05) fits 0.011,
+and with 0.015, 5 of 200 intervals miss 1.0. But six identical ``1_ScaledGELU`` evaluations
+in a noisy hour then had 2 of 6 intervals without 1.0 at 0.015, so the term stays 0.02 for
+every layout. C++ and project timings start a process per round, so their intervals already
+sample it."""
 WARMUP_S = 0.3
 """Seconds of warm-up after which a worker stops warming up (after two calls at least)."""
 KEEP_BYTES = 256 << 20

@@ -953,20 +953,23 @@ def _fix_layout() -> None:
 
     Where the loader puts the libraries, the heap and the mappings is drawn afresh for every
     process, and the same calls then run a few percent faster or slower for the whole life of
-    a process: alternating chunks cancel a load that drifts, not that. With the layout fixed,
-    identical ``1_ScaledGELU`` programs in two bare processes agreed within 0.99-1.01x where
-    they had disagreed by 0.97-1.06x. Randomization protects a process from the data it
-    reads; a candidate is code that already runs in this process, inside its own sandbox, and
-    gains nothing from a known layout. Where personality(2) is refused (a seccomp filter), or
-    the parent asked for the randomized layout (``MAXCODE_LAYOUT=random``, to measure it), the
-    worker runs as it is; its report says which (``layout``)."""
+    a process: alternating chunks cancel a load that drifts, not that. Identical candidates of
+    12 public KernelBench problems, two evaluations each per layout, alternated: 0.969-1.046x
+    with the layout fixed, 0.829-1.038x with it random. Randomization protects a process from
+    the data it reads; a candidate is code that already runs in this process, inside its own
+    sandbox, and gains nothing from a known layout. Where personality(2) is refused (a seccomp
+    filter), or the parent asked for the randomized layout (``MAXCODE_LAYOUT=random``, to
+    measure it), the worker runs as it is; its report says which (``layout``)."""
     if os.environ.get("MAXCODE_LAYOUT") in ("random", "tried") or _layout() == "fixed":
         return
     persona = _personality()
     if persona == -1 or _personality(persona | _ADDR_NO_RANDOMIZE) == -1:
         return
     os.environ["MAXCODE_LAYOUT"] = "tried"
-    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+    try:
+        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+    except OSError:
+        _personality(persona)  # could not start again: go on as this process is
 
 
 if __name__ == "__main__":

@@ -11,6 +11,12 @@ many identical candidates scored within 0.95-1.05, and which did not.
 
     python benchmarks/kernelbench_public.py KERNELBENCH_DIR [--levels 1,2] [--scale 0.1]
         [--jobs 1] [--limit N] [--only level1/42,level2/1] [--jsonl rows.jsonl]
+        [--layouts fixed,random] [--rounds 2]
+
+``--layouts fixed,random`` evaluates each problem once per worker address layout, the two
+alternated problem by problem (``random`` sets ``MAXCODE_LAYOUT=random``: the workers keep the
+randomized layout), and summarizes each layout apart: what fixing the layout is worth, side by
+side in one run. ``--rounds`` repeats the whole list.
 
 Timings need an otherwise idle machine; ``--jobs`` above 1 runs evaluations side by side
 (quicker for "does it run", noisier speedups).
@@ -20,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import statistics
 import subprocess
 import sys
@@ -55,13 +63,17 @@ class Row:
     """The void integrity finding that took the reward (the speedup is then 0)."""
     claimed: float | None = None
     """The speedup measured before a void finding took it."""
+    layout: str = "fixed"
+    """The workers' address layout asked for (``random``: ``MAXCODE_LAYOUT=random``)."""
 
 
 def identical_candidate(problem: Path) -> str:
     return problem.read_text(encoding="utf-8") + "\n\nclass ModelNew(Model):\n    pass\n"
 
 
-def evaluate(problem: Path, name: str, scale: float, compile_baseline: bool) -> Row:
+def evaluate(
+    problem: Path, name: str, scale: float, compile_baseline: bool, layout: str = "fixed"
+) -> Row:
     with tempfile.TemporaryDirectory(prefix="maxcode-kbpublic-") as folder:
         candidate = Path(folder) / "candidate.py"
         candidate.write_text(identical_candidate(problem), encoding="utf-8")
@@ -77,17 +89,29 @@ def evaluate(problem: Path, name: str, scale: float, compile_baseline: bool) -> 
             str(scale),
             "--compile-baseline" if compile_baseline else "--no-compile-baseline",
         ]
+        environment = dict(os.environ)
+        environment.pop("MAXCODE_LAYOUT", None)
+        if layout == "random":
+            environment["MAXCODE_LAYOUT"] = "random"
         started = time.perf_counter()
         try:
             done = subprocess.run(
-                command, capture_output=True, text=True, timeout=EVAL_TIMEOUT_S, check=False
+                command,
+                capture_output=True,
+                text=True,
+                timeout=EVAL_TIMEOUT_S,
+                check=False,
+                env=environment,
             )
         except subprocess.TimeoutExpired:
-            return Row(name, False, seconds=EVAL_TIMEOUT_S, error=f"over {EVAL_TIMEOUT_S} s")
+            return Row(
+                name, False, seconds=EVAL_TIMEOUT_S, error=f"over {EVAL_TIMEOUT_S} s", layout=layout
+            )
         seconds = time.perf_counter() - started
     if done.returncode != 0 or not done.stdout.strip():
         lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
-        return Row(name, False, seconds=seconds, error=lines[-1] if lines else "no output")
+        error = lines[-1] if lines else "no output"
+        return Row(name, False, seconds=seconds, error=error, layout=layout)
     result = json.loads(done.stdout)
     error = result.get("error") or {}
     interval = result.get("speedup_interval")
@@ -102,6 +126,7 @@ def evaluate(problem: Path, name: str, scale: float, compile_baseline: bool) -> 
         error=str(error.get("message", "")).splitlines()[0] if error else "",
         suspect=str(result.get("suspect") or ""),
         claimed=result.get("claimed_speedup"),
+        layout=layout,
     )
 
 
@@ -123,6 +148,8 @@ def chosen_problems(root: Path, levels: list[int], limit: int | None, only: set[
 
 
 def print_row(row: Row) -> None:
+    if row.layout != "fixed":
+        row = Row(**{**asdict(row), "problem": f"{row.problem[:37]} random"})
     if not row.ran:
         print(f"{row.problem[:44]:<44} {'no':>4} {'':>7} {'':>17} {row.seconds:6.1f}  {row.error}")
         return
@@ -138,6 +165,14 @@ def print_row(row: Row) -> None:
 
 
 def summary(rows: list[Row], scale: float) -> None:
+    layouts = sorted({row.layout for row in rows})
+    for layout in layouts:
+        if len(layouts) > 1:
+            print(f"\n== layout {layout}")
+        _summary([row for row in rows if row.layout == layout], scale)
+
+
+def _summary(rows: list[Row], scale: float) -> None:
     ran = [row for row in rows if row.ran]
     correct = [row for row in ran if row.correct and row.speedup is not None]
     void = [row for row in correct if row.suspect]
@@ -153,6 +188,15 @@ def summary(rows: list[Row], scale: float) -> None:
             f"identical candidate within {BAND[0]}-{BAND[1]}: {len(inside)} of {len(correct)}; "
             f"speedups min {min(speedups):.3f}, median {statistics.median(speedups):.3f}, "
             f"max {max(speedups):.3f}"
+        )
+        logs = [math.log(max(value, 1e-12)) for value in speedups]
+        held = [
+            row for row in correct if row.interval and row.interval[0] <= 1.0 <= row.interval[1]
+        ]
+        rms = math.sqrt(statistics.fmean(x * x for x in logs))
+        print(
+            f"root mean square of the log speedup {rms:.4f}; "
+            f"intervals containing 1.0: {len(held)} of {len(correct)}"
         )
         seconds = [row.seconds for row in rows]
         print(
@@ -180,15 +224,28 @@ def main() -> None:
     parser.add_argument("--only", default="", help="e.g. level1/42,level2/1 (ids or stems)")
     parser.add_argument("--compile-baseline", action="store_true", help="also time torch.compile")
     parser.add_argument("--jsonl", type=Path, default=None, help="also write the rows here")
+    parser.add_argument(
+        "--layouts", default="fixed", help="worker address layouts, alternated: fixed,random"
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="times the whole list is run")
     options = parser.parse_args()
+    layouts = [item.strip() for item in options.layouts.split(",") if item.strip()]
+    if not layouts or set(layouts) - {"fixed", "random"}:
+        raise SystemExit(f"--layouts: fixed and/or random, not {options.layouts!r}")
     levels = [int(level) for level in options.levels.split(",") if level.strip()]
     only = {item.strip() for item in options.only.split(",") if item.strip()}
     problems = list(chosen_problems(options.root, levels, options.limit, only))
+    runs = [
+        (path, name, layout)
+        for _ in range(max(1, options.rounds))
+        for path, name in problems
+        for layout in layouts
+    ]
     print(f"{'problem':<44} {'ran':>4} {'speedup':>7} {'95% interval':>17} {'eval s':>6}")
     with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
         futures = [
-            pool.submit(evaluate, path, name, options.scale, options.compile_baseline)
-            for path, name in problems
+            pool.submit(evaluate, path, name, options.scale, options.compile_baseline, layout)
+            for path, name, layout in runs
         ]
         rows = []
         for future in futures:

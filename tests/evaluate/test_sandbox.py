@@ -97,11 +97,13 @@ def test_children_that_outlive_the_program_are_killed(sandbox: Sandbox, tmp_path
 
 
 def test_process_count_is_limited_for_root_too(sandbox: Sandbox, tmp_path: Path) -> None:
-    script = "n=0; for i in $(seq 100); do sleep 5 & n=$((n+1)); done 2>/dev/null; wait; echo $n"
+    # A marker no other process on the machine has ("sleep 5" also matched a "sleep 540").
+    marker = f"sleep 5.{os.getpid() % 1000:03d}"
+    script = f"n=0; for i in $(seq 100); do {marker} & n=$((n+1)); done 2>/dev/null; wait; echo $n"
     result = _sh(sandbox, script, tmp_path, wall_s=5)
     assert result.exit_code != 0 or result.limit_hit
     assert b"100" not in result.stdout
-    assert not processes_with("sleep 5")
+    assert not processes_with(marker)
 
 
 def test_scratch_is_the_only_writable_place(tmp_path: Path) -> None:

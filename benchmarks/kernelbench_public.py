@@ -148,10 +148,9 @@ def chosen_problems(root: Path, levels: list[int], limit: int | None, only: set[
 
 
 def print_row(row: Row) -> None:
-    if row.layout != "fixed":
-        row = Row(**{**asdict(row), "problem": f"{row.problem[:37]} random"})
+    label = row.problem[:44] if row.layout == "fixed" else f"{row.problem[:37]} random"
     if not row.ran:
-        print(f"{row.problem[:44]:<44} {'no':>4} {'':>7} {'':>17} {row.seconds:6.1f}  {row.error}")
+        print(f"{label:<44} {'no':>4} {'':>7} {'':>17} {row.seconds:6.1f}  {row.error}")
         return
     speedup = f"{row.speedup:.3f}" if row.speedup is not None else "-"
     interval = f"{row.interval[0]:.3f}-{row.interval[1]:.3f}" if row.interval else ""
@@ -159,7 +158,7 @@ def print_row(row: Row) -> None:
     if row.suspect:
         tail += f"  void (claimed {row.claimed or 0:.3f}): {row.suspect}"
     print(
-        f"{row.problem[:44]:<44} {'yes':>4} {speedup:>7} {interval:>17} {row.seconds:6.1f}{tail}",
+        f"{label:<44} {'yes':>4} {speedup:>7} {interval:>17} {row.seconds:6.1f}{tail}",
         flush=True,
     )
 

@@ -42,9 +42,6 @@ class WorkerReport(_Evidence):
     """The failure, one line (when the stage is not ok)."""
     detail: str = ""
     """The failure's traceback or compiler output, bounded."""
-    layout: Literal["fixed", "random"] = "random"
-    """Whether the process ran with address-space randomization off (``fixed``), so that its
-    timings carry no per-process layout bias (worker ``_fix_layout``)."""
     aliased: list[int] = []
     """Check seeds whose output shared memory with an input."""
     threads_before: int | None = None

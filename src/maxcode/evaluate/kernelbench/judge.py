@@ -45,6 +45,12 @@ from maxcode.evaluate.sandbox import Sandbox
 from maxcode.tasks.model import Task
 from maxcode.types import ErrorKind, Feedback, ForwardProfile, TestOutcome, TimingStats
 
+_LIMIT_KINDS: dict[str, ErrorKind] = {
+    "wall": "timeout",
+    "memory": "memory_limit",
+    "output": "output_limit",
+}
+"""The error a candidate killed at a sandbox limit gets (``limit_message`` words it)."""
 HOST_SHARE = 0.5
 """In-process timings must account for at least this share of the host time the parent saw."""
 HOST_SLACK_S = 0.002
@@ -178,13 +184,9 @@ class Judge:
                 compiled=False,
                 compile_output=bounded_diagnostics(detail),
             )
-        kinds: dict[str, ErrorKind] = {
-            "wall": "timeout",
-            "memory": "memory_limit",
-            "output": "output_limit",
-        }
-        if result.limit_hit in kinds:
-            return failed(kinds[result.limit_hit], limit_message(self.task, result.limit_hit))
+        if result.limit_hit in _LIMIT_KINDS:
+            kind = _LIMIT_KINDS[result.limit_hit]
+            return failed(kind, limit_message(self.task, result.limit_hit))
         conversation = candidate.conversation
         broken = candidate.problem or (conversation.problem if conversation else None)
         if report is not None and report.stage == "channel_error":

@@ -157,11 +157,7 @@ def main(spec_path: str) -> int:
     os.umask(0)
     with open(spec_path, encoding="utf-8") as handle:
         spec = json.load(handle)
-    result: dict[str, object] = {
-        "stage": "ok",
-        "role": spec["role"],
-        "layout": _layout(),
-    }
+    result: dict[str, object] = {"stage": "ok", "role": spec["role"]}
     try:
         _run(spec, result)
     except _Failure as failure:
@@ -942,12 +938,6 @@ def _personality(persona: int = 0xFFFFFFFF) -> int:
         return -1
 
 
-def _layout() -> str:
-    """``fixed`` when this process runs with address-space randomization off, else ``random``."""
-    persona = _personality()
-    return "fixed" if persona != -1 and persona & _ADDR_NO_RANDOMIZE else "random"
-
-
 def _fix_layout() -> None:
     """Re-execute this worker once with address-space randomization off, before torch loads.
 
@@ -959,11 +949,13 @@ def _fix_layout() -> None:
     the data it reads; a candidate is code that already runs in this process, inside its own
     sandbox, and gains nothing from a known layout. Where personality(2) is refused (a seccomp
     filter), or the parent asked for the randomized layout (``MAXCODE_LAYOUT=random``, to
-    measure it), the worker runs as it is; its report says which (``layout``)."""
-    if os.environ.get("MAXCODE_LAYOUT") in ("random", "tried") or _layout() == "fixed":
+    measure it), the worker runs as it is."""
+    if os.environ.get("MAXCODE_LAYOUT") in ("random", "tried"):
         return
     persona = _personality()
-    if persona == -1 or _personality(persona | _ADDR_NO_RANDOMIZE) == -1:
+    if persona == -1 or persona & _ADDR_NO_RANDOMIZE:
+        return  # cannot ask, or already fixed
+    if _personality(persona | _ADDR_NO_RANDOMIZE) == -1:
         return
     os.environ["MAXCODE_LAYOUT"] = "tried"
     try:

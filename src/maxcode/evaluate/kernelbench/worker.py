@@ -859,6 +859,7 @@ class _Timing:
         flush = torch.empty(64 << 20, dtype=torch.int32, device=self.device) if self.cuda else None
         samples: list[float] = []
         chunk = 0
+        identity_inputs = None
         while True:
             where = {"phase": phase, "chunk": chunk}
             answer = self.channel.ask({"m": "next", **where})
@@ -873,7 +874,15 @@ class _Timing:
             pads, batch = [], []
             for seed in seeds:
                 pads.append(torch.empty(64 * _draw(64), dtype=torch.uint8))
-                batch.append(self.make_inputs(seed))
+                if phase != "O":
+                    batch.append(self.make_inputs(seed))
+                    continue
+                # The identity model reads nothing of its inputs and caches nothing: one set
+                # serves the whole phase (inputs of 100 MB took seconds to make per evaluation,
+                # for calls of microseconds).
+                if identity_inputs is None:
+                    identity_inputs = self.make_inputs(seed)
+                batch.append(identity_inputs)
             outputs, times = [], []
             self.channel.send({"m": "begin", **where})
             for given in batch:

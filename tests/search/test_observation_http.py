@@ -58,11 +58,17 @@ def test_maxcode_prompt_carries_the_parents_feedback(tmp_path: Path, method: str
         # The MaxCode parts, and no `feedback` part among them.
         assert "What to do" in prompt and "Program to improve" in prompt
     after_broken, after_wrong, after_correct = prompts[1:]
-    assert "does not compile" in after_broken and "Did not compile" in after_broken
+
+    def asked(prompt: str) -> str:  # a failure shows the prompt from its instructions on
+        return prompt[prompt.find("## What to do") :][:2000]
+
+    assert "does not compile" in after_broken and "Did not compile" in after_broken, asked(
+        after_broken
+    )
     assert "undeclared_total" in after_broken and "error:" in after_broken
-    assert "is wrong on some tests" in after_wrong
+    assert "is wrong on some tests" in after_wrong, asked(after_wrong)
     assert "Wrong: passed 0 of 2 tests" in after_wrong and "First failure: test 0" in after_wrong
-    assert "is correct and" in after_correct
+    assert "is correct and" in after_correct, asked(after_correct)
     assert "Correct on all 2 tests" in after_correct and " ms)" in after_correct
     # The best part: the correct program, its measured reward, when it was found (wall time:
     # it is the best only when it measured faster than the reference).

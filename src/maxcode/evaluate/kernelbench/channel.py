@@ -148,13 +148,26 @@ class Conversation:
         the begin and end markers. None when the phase did not complete. A time-keeping cheat
         shows in every chunk; the median keeps a chunk that the scheduler held up from
         looking like one."""
+        rates = self._rates(phase)
+        return statistics.median(rates) if rates else None
+
+    def least_per_call(self, phase: str) -> float | None:
+        """The least host seconds per call over the chunks of ``phase`` (the identity model's:
+        the harness's own cost). What the parent's delays in stamping add to a chunk is not
+        the harness's cost: with a core kept busy, identity chunks of a few calls were seen at
+        a median above the candidate's own per-call window, which netted it to nothing."""
+        rates = self._rates(phase)
+        return min(rates) if rates else None
+
+    def _rates(self, phase: str) -> list[float]:
+        """Host seconds per call between each chunk's markers ([] when ``phase`` did not
+        complete)."""
         if not self.complete(phase):
-            return None
-        rates = [
+            return []
+        return [
             max((chunk.end or 0) - (chunk.begin or 0), 0) / 1e9 / chunk.calls
             for chunk in self._phase(phase)
         ]
-        return statistics.median(rates) if rates else None
 
     def _serve(self) -> None:
         stream = self._ours.makefile("rb")

@@ -245,7 +245,7 @@ class Judge:
                 tests_passed=CHECK_SEEDS,
                 tests=outcomes,
             )
-        overhead = reference.conversation.per_call("O") or 0.0
+        overhead = reference.conversation.least_per_call("O") or 0.0
         host_reference = reference.conversation.per_call("K")
         host_candidate = candidate.conversation.per_call("K")
         timings = {

@@ -1,0 +1,94 @@
+"""The parent's end of descriptor 3, driven over its real socket by two scripted workers that
+speak the protocol (no torch in them): what the host stamps make of a chunk stamped late."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import threading
+import time
+
+from maxcode.evaluate.kernelbench.channel import Conversation
+from maxcode.evaluate.kernelbench.schedule import (
+    CANDIDATE,
+    REFERENCE,
+    Schedule,
+    Stopping,
+    TimedPlan,
+)
+
+LATE_S = 0.03
+"""How long the scripted reference holds its first two identity chunks between their markers."""
+
+
+def _worker(fd: int, phases: tuple[str, ...], late: set[tuple[str, int]]) -> None:
+    """A worker that times nothing: every call reports 1 us and outputs one float32."""
+    with socket.socket(fileno=os.dup(fd)) as channel:
+        stream = channel.makefile("rb")
+
+        def send(message: dict[str, object], payload: bytes = b"") -> None:
+            channel.sendall((json.dumps(message) + "\n").encode() + payload)
+
+        def answer() -> dict[str, object]:
+            return json.loads(stream.readline())
+
+        send({"m": "ready", "estimate_s": 1e-6, "output_bytes": 4, "input_bytes": 4})
+        answer()  # the check seeds
+        for phase in phases:
+            chunk = 0
+            while True:
+                send({"m": "next", "phase": phase, "chunk": chunk})
+                seeds = answer()["seeds"]
+                assert isinstance(seeds, list)
+                if not seeds:
+                    break
+                send({"m": "begin", "phase": phase, "chunk": chunk})
+                if (phase, chunk) in late:
+                    time.sleep(LATE_S)
+                send({"m": "end", "phase": phase, "chunk": chunk, "times": [1e-6] * len(seeds)})
+                kept = answer()["keep"]
+                assert isinstance(kept, list)
+                items = [
+                    {
+                        "position": position,
+                        "tensors": [{"dtype": "float32", "shape": [1], "nbytes": 4}],
+                    }
+                    for position in kept
+                ]
+                send(
+                    {"m": "outputs", "phase": phase, "chunk": chunk, "items": items},
+                    b"".join(struct.pack("f", 1.0) for _ in kept),
+                )
+                chunk += 1
+
+
+def test_the_harness_cost_is_the_least_identity_chunk_not_one_the_parent_stamped_late() -> None:
+    # With a core kept busy, the parent's serving thread can stamp a chunk's end late. Identity
+    # chunks are a few microseconds of calls, so two late ones out of four made the median
+    # per-call cost larger than a clock-patching candidate's whole window, which netted it to
+    # nothing and hid the lie from the marker check (1 fresh-clone run, 3 of 30 repeats).
+    schedule = Schedule(TimedPlan(), Stopping(trials=8))
+    reference = Conversation(schedule, REFERENCE, [1, 2, 3], ("K", "O"))
+    candidate = Conversation(schedule, CANDIDATE, [1, 2, 3], ("K",))
+    late = {("O", 0), ("O", 1)}
+    workers = [
+        threading.Thread(target=_worker, args=(reference.worker_fd, ("K", "O"), late)),
+        threading.Thread(target=_worker, args=(candidate.worker_fd, ("K",), set())),
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=30)
+    reference.close()
+    candidate.close()
+    assert reference.problem is None and candidate.problem is None
+    assert reference.complete("O") and len(reference.chunk_times("O")) == 4
+    calls = len(reference.chunk_times("O")[0])
+    # Half the identity chunks were held LATE_S between their markers: the median says so, the
+    # least does not.
+    median, least = reference.per_call("O"), reference.least_per_call("O")
+    assert median is not None and least is not None
+    assert median >= LATE_S / calls / 2 - 1e-9
+    assert least < LATE_S / calls / 2

@@ -13,6 +13,7 @@ Run it on a machine nothing else is using (it measures the machine's own noise):
     python benchmarks/noise.py                      # every case, idle and loaded, 6 runs
     python benchmarks/noise.py --case pair_count_quadratic --condition idle --runs 3
     python benchmarks/noise.py --json               # one JSON object on stdout
+    python benchmarks/noise.py --case 1_ScaledGELU --condition idle --repeats 400
 """
 
 from __future__ import annotations
@@ -88,11 +89,12 @@ def cases(folder: Path) -> list[Case]:
     return found
 
 
-def evaluate(case: Case) -> tuple[dict[str, object] | None, float, str]:
+def evaluate(case: Case, repeats: int | None = None) -> tuple[dict[str, object] | None, float, str]:
     """One ``maxcode eval --json`` of a case: its JSON (None on failure), seconds, error."""
     started = time.perf_counter()
+    fixed = ["--repeats", str(repeats), "--no-compile-baseline"] if repeats else []
     done = subprocess.run(
-        [*MAXCODE, "eval", case.task, case.candidate, "--json"],
+        [*MAXCODE, "eval", case.task, case.candidate, "--json", *fixed],
         capture_output=True,
         text=True,
         check=False,
@@ -122,10 +124,10 @@ class Spinner:
             self.process.wait()
 
 
-def measure(case: Case, condition: str, runs: int) -> Measured:
+def measure(case: Case, condition: str, runs: int, repeats: int | None = None) -> Measured:
     measured = Measured(case.name, condition)
     for _ in range(runs):
-        result, seconds, error = evaluate(case)
+        result, seconds, error = evaluate(case, repeats)
         measured.seconds.append(seconds)
         if result is None:
             measured.errors.append(error)
@@ -174,6 +176,13 @@ def main() -> None:
     parser.add_argument("--case", action="append", help="only this case (repeatable)")
     parser.add_argument("--condition", action="append", choices=CONDITIONS)
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        help="a fixed number of timed calls (KernelBench) or rounds (C++) per evaluation, "
+        "without the torch.compile baseline: what stays of the spread when the timing window "
+        "is not what limits it (a bias that lasts a whole process)",
+    )
     options = parser.parse_args()
     conditions = options.condition or list(CONDITIONS)
     with tempfile.TemporaryDirectory(prefix="maxcode-noise-") as folder:
@@ -187,9 +196,13 @@ def main() -> None:
             print(f"{condition}: {len(chosen)} case(s) x {options.runs} runs", file=sys.stderr)
             if condition == "loaded":
                 with Spinner():
-                    results += [measure(case, condition, options.runs) for case in chosen]
+                    results += [
+                        measure(case, condition, options.runs, options.repeats) for case in chosen
+                    ]
             else:
-                results += [measure(case, condition, options.runs) for case in chosen]
+                results += [
+                    measure(case, condition, options.runs, options.repeats) for case in chosen
+                ]
     for measured in results:
         for error in measured.errors:
             print(f"{measured.case} ({measured.condition}): {error}", file=sys.stderr)

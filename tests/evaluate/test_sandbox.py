@@ -130,6 +130,21 @@ def test_files_outside_are_invisible_with_bwrap(tmp_path: Path) -> None:
     assert b"the answer" not in result.stdout
 
 
+def test_bwrap_shows_of_sysfs_only_the_huge_page_settings_read_only(tmp_path: Path) -> None:
+    """glibc's malloc reads them before it asks for huge pages (KernelBench workers' heaps)."""
+    if not _available("bwrap"):
+        pytest.skip("only bwrap hides the file system")
+    settings = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if not settings.is_file():
+        pytest.skip("this kernel has no transparent huge pages")
+    script = f"cat {settings}; echo never > {settings} && echo WROTE; ls /sys/class /sys/block"
+    result = _sh(Sandbox("bwrap"), script, tmp_path)
+    lines = result.stdout.decode().splitlines()
+    assert lines[:1] == [settings.read_text().strip()], result.stderr
+    assert b"WROTE" not in result.stdout
+    assert result.exit_code != 0  # ls found neither folder
+
+
 def _listener() -> tuple[socket.socket, list[socket.socket]]:
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.bind(("127.0.0.1", 0))

@@ -92,9 +92,13 @@ print(json.dumps({"speedup": estimate.speedup, "pairs": estimate.pairs,
 """
 
 
-WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
-"""The heap settings the workers run with (``runner._environment``): freed memory is kept, so
-timed calls do not fault pages in again (without them a 4 MB call here took 11 ms, not 2)."""
+def worker_heap() -> dict[str, str]:
+    """The heap settings the workers run with, taken from the runner (kept freed memory, huge
+    pages): the floor must not differ from the workers in them."""
+    from maxcode.evaluate.kernelbench.runner import _environment
+
+    every = _environment(Path("/nonexistent"), Path("/nonexistent"))
+    return {key: value for key, value in every.items() if key.startswith(("MALLOC_", "GLIBC_"))}
 
 
 def one(problem: Path, budget: float) -> dict[str, float]:
@@ -103,7 +107,7 @@ def one(problem: Path, budget: float) -> dict[str, float]:
         capture_output=True,
         text=True,
         check=False,
-        env={**os.environ, **WORKER_MALLOC},
+        env={**os.environ, **worker_heap()},
     )
     if done.returncode != 0:
         raise SystemExit(f"noise_floor: {problem.stem}: {done.stderr.strip().splitlines()[-1]}")

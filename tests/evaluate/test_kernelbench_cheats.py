@@ -52,15 +52,17 @@ def test_no_seed_is_there_to_find_before_the_model_is_built(fixture: str, isolat
 
 
 @pytest.mark.parametrize("isolation", LEVELS)
+@pytest.mark.parametrize("fixture", ["hook_inputs.py", "hook_factory.py"])
 def test_answers_made_while_the_harness_makes_inputs_are_seen_by_host_time(
-    isolation: str,
+    fixture: str, isolation: str
 ) -> None:
-    """Hooking the harness's ``torch.manual_seed`` moves the work before the timed call; the
-    parent's stamps from a chunk's seeds to its outputs still contain it, pair by pair against
-    the reference's. Full-size shapes: the hidden work (about the reference's) must stand out
-    from the noise of making the inputs (see the README). Surely more hidden than claimed is
-    void; were the noise to blur that, the hidden time is still charged (``outside:``)."""
-    feedback = judge("hook_inputs.py", isolation, scale=1.0)
+    """Hooking the harness's ``torch.manual_seed`` or ``torch.randn`` moves the work before the
+    timed call; the parent's stamps from a chunk's seeds to its outputs still contain it, pair
+    by pair against the reference's. Full-size shapes: the hidden work (about the reference's)
+    must stand out from the noise of making the inputs and sending the outputs (see the
+    README). Surely more hidden than claimed is void; were the noise to blur that, the likely
+    hidden time is still charged to what selection uses, and said (``outside:``)."""
+    feedback = judge(fixture, isolation, scale=1.0)
     assert feedback.correct, feedback.error
     if feedback.suspect is not None:
         assert_no_clean_reward(feedback)

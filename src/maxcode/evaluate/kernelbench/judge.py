@@ -289,6 +289,19 @@ class Judge:
                     "reference's (from a chunk's seeds to its outputs), added to the "
                     "candidate's time",
                 )
+            elif excess.seconds > candidate_cost:
+                # Likely more work outside the calls than in them, though pairs too noisy to
+                # be sure: what selection uses is charged; the finding says why it is low.
+                spread = "too few pairs for an interval"
+                if excess.low is not None and excess.high is not None:
+                    spread = f"95% interval {excess.low * 1e3:.3f} to {excess.high * 1e3:.3f} ms"
+                self.verdict.flag(
+                    "outside",
+                    f"{excess.seconds * 1e3:.3f} ms per call outside the timed calls beyond "
+                    f"the reference's, more than the {candidate_cost * 1e3:.3f} ms the calls "
+                    f"took, but not surely above 0 ({spread}): added to the low end of the "
+                    "speedup's interval only",
+                )
         self._resources(candidate)
         light = roofline(reference.report.roofline, candidate_cost)
         measured = speedup

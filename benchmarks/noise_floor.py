@@ -54,7 +54,6 @@ def inputs(seed):
     return problem.get_inputs()
 
 def chunk(model, seeds):
-    began = time.perf_counter()
     made = [inputs(seed) for seed in seeds]
     kept, times = [], []
     with torch.no_grad():
@@ -62,12 +61,12 @@ def chunk(model, seeds):
             start = time.perf_counter()
             kept.append(model(*given))
             times.append(time.perf_counter() - start)
-    return times, (time.perf_counter() - began) / len(seeds)
+    return times
 
 with torch.no_grad():  # warm-up, as the workers do (three calls each)
     for model in (first, second):
         for _ in range(3):
-            start = time.perf_counter()  # a call with its inputs made, as the workers do
+            start = time.perf_counter()
             out = model(*inputs(draw.randrange(2**63)))
             estimate = time.perf_counter() - start
 size = sum(t.numel() * t.element_size() for t in inputs(0) if isinstance(t, torch.Tensor))
@@ -76,21 +75,17 @@ size += sum(t.numel() * t.element_size() for t in outputs)
 settings = KernelBenchSettings()
 base = settings.stopping()
 stopping = Stopping(None, base.min_calls, base.max_calls, budget)
-a, b, spans = [], [], []
+a, b = [], []
 began = time.perf_counter()
 while True:
-    # Sized on the first side's chunk spans per call so far, as the parent sizes them on the
-    # reference's (here without the outputs sent).
-    span = statistics.median(spans) if spans else estimate
-    step = chunk_calls(span, None, size, base.max_calls)
+    timed = [value for times in a for value in times]
+    step = chunk_calls(statistics.median(timed) if timed else estimate, None, size, base.max_calls)
     calls = stopping.next_calls(step, a, b, time.perf_counter() - began)
     if not calls:
         break
     seeds = [draw.randrange(2**63) for _ in range(calls)]
-    times, span = chunk(first, seeds)
-    a.append(times)
-    spans.append(span)
-    b.append(chunk(second, seeds)[0])
+    a.append(chunk(first, seeds))
+    b.append(chunk(second, seeds))
 estimate = paired_speedup(a, b)
 print(json.dumps({"speedup": estimate.speedup, "pairs": estimate.pairs,
                   "seconds": time.perf_counter() - began}))

@@ -108,12 +108,8 @@ def test_adaptive_timing_stops_on_a_narrow_interval_the_budget_or_the_cap() -> N
     assert chunk_calls(0.00001, None, max_calls=1000) == 200  # five chunks at least
     assert chunk_calls(0.5, None) == 1 and chunk_calls(0.02, None) == 2
     assert chunk_calls(0.001, None, output_bytes=16 << 20) == 4  # inputs held per chunk
-    # Fixed trials: enough chunks for a warm-up pair and four more; twelve pairs where each
-    # chunk still spans 10 ms (24 full-size 1_ScaledGELU calls: 10 ms each with their inputs
-    # made and outputs sent).
-    assert chunk_calls(0.00001, 24) == 4 and chunk_calls(0.5, 3) == 1 and chunk_calls(0.5, 20) == 1
-    assert chunk_calls(0.0105, 24) == 2 and chunk_calls(0.004, 24) == 3
-    assert chunk_calls(0.0105, 240) == 5 and chunk_calls(0.0105, None, max_calls=20_000) == 5
+    # Fixed trials: enough chunks for a warm-up pair and four more.
+    assert chunk_calls(0.00001, 24) == 5 and chunk_calls(0.5, 3) == 1 and chunk_calls(0.5, 20) == 1
 
 
 def _side(
@@ -126,13 +122,13 @@ def _side(
             errors.append(f"{side} chunk {chunk} ran beside the other side")
         order.append(f"{side[0]}{chunk}")
         running.pop()
-        schedule.finish(side, "K", [0.001] * calls, 0.001 * calls)
+        schedule.finish(side, "K", [0.001] * calls)
         chunk += 1
     if side == REFERENCE:
         chunk = 0
         while calls := schedule.grant(side, "O", chunk):
             order.append("O")
-            schedule.finish(side, "O", [1.0] * calls, 1.0 * calls)
+            schedule.finish(side, "O", [1.0] * calls)
             chunk += 1
         schedule.through(side)  # the candidate is told to stop only now
     else:

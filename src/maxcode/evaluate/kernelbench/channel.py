@@ -237,8 +237,7 @@ class Conversation:
             self._outputs(message, chunk, stream)
             chunk.received = time.perf_counter_ns()
             self._current = (phase, number + 1, "next")
-            span = (chunk.received - chunk.sent) / 1e9
-            self.schedule.finish(self.side, phase, chunk.times, span)
+            self.schedule.finish(self.side, phase, chunk.times)
 
     def _next(self, message: Next, asked: int) -> None:
         if self._current is None or self._current[2] != "next":

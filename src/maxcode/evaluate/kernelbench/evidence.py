@@ -132,8 +132,7 @@ class Ready(_Evidence):
 
     m: Literal["ready"]
     estimate_s: float = Field(ge=0, allow_inf_nan=False)
-    """Seconds of one warmed-up call with its inputs made (the reference's sizes the first
-    chunk of both sides)."""
+    """Seconds of one warmed-up call (the reference's sizes the chunks of both sides)."""
     output_bytes: int = Field(ge=0)
     """Bytes of one call's outputs."""
     input_bytes: int = Field(default=0, ge=0)

@@ -39,11 +39,9 @@ from dataclasses import dataclass, field
 from maxcode.evaluate.kernelbench.settings import (
     CHUNK,
     CHUNK_BYTES,
-    CHUNK_MIN_S,
     CHUNK_S,
     KEEP_BYTES,
     MIN_PAIRS,
-    PAIRS,
     SAMPLED_OUTPUTS,
     TARGET,
 )
@@ -217,18 +215,15 @@ class Stopping:
 def chunk_calls(
     estimate_s: float, trials: int | None, output_bytes: int = 0, max_calls: int = 0
 ) -> int:
-    """Calls per chunk: about ``CHUNK_S`` of a chunk's span (``estimate_s`` per call: its
-    inputs made, the call, its outputs sent), at most ``CHUNK`` and ``CHUNK_BYTES`` of
+    """Calls per chunk: about ``CHUNK_S`` of calls, at most ``CHUNK`` and ``CHUNK_BYTES`` of
     inputs and outputs (``output_bytes``: both, per call, ``TimedPlan.call_bytes``), at least
-    one. Also few enough that the trials (fixed, or at most ``max_calls``) make ``PAIRS``
-    chunks while a chunk still spans ``CHUNK_MIN_S``, and ``MIN_PAIRS`` + 1 chunks always
-    (the first pair is a warm-up pair)."""
+    one; also few enough that the trials (fixed, or at most ``max_calls``) make
+    ``MIN_PAIRS`` + 1 chunks (the first pair is a warm-up pair)."""
     calls = CHUNK if estimate_s <= 0 else round(CHUNK_S / estimate_s)
     calls = min(calls, CHUNK, CHUNK_BYTES // max(output_bytes, 1))
     most = trials or max_calls
     if most:
-        shortest = CHUNK if estimate_s <= 0 else math.ceil(CHUNK_MIN_S / estimate_s)
-        calls = min(calls, max(most // PAIRS, shortest), most // (MIN_PAIRS + 1))
+        calls = min(calls, -(-most // (MIN_PAIRS + 1)))
     return max(1, calls)
 
 
@@ -328,9 +323,6 @@ class Schedule:
         self._phases: dict[str, list[int]] = {}
         self.times: dict[str, list[list[float]]] = {REFERENCE: [], CANDIDATE: []}
         """Per-call seconds of each K chunk per side, as the workers reported them."""
-        self.spans: dict[str, list[float]] = {REFERENCE: [], CANDIDATE: []}
-        """Host seconds per call of each K chunk per side, from its seeds sent to its outputs
-        received (the parent's stamps)."""
         self.started_ns: int | None = None
         """When the first timed chunk was granted (the timing window opens)."""
         self.stopped_ns: int | None = None
@@ -365,13 +357,11 @@ class Schedule:
             self.waited_ns[side] += time.perf_counter_ns() - asked
             return calls
 
-    def finish(self, side: str, phase: str, times: list[float], span_s: float) -> None:
-        """A chunk's outputs arrived, ``span_s`` after its seeds were sent (the floor stays
-        the side's until it asks again)."""
+    def finish(self, side: str, phase: str, times: list[float]) -> None:
+        """A chunk's outputs arrived (the floor stays the side's until it asks again)."""
         with self._turn:
             if phase == "K":
                 self.times[side].append(list(times))
-                self.spans[side].append(span_s / max(len(times), 1))
                 self._finished[side] += 1
             self._turn.notify_all()
 
@@ -424,14 +414,11 @@ class Schedule:
             if self._finished[CANDIDATE] < chunk:
                 return None
             elapsed = (time.perf_counter_ns() - (self.started_ns or 0)) / 1e9
-            # Chunks sized on the reference's chunks so far (a warm-up call, with its
-            # first-touch page faults, can look several times slower than a timed one), on
-            # their whole spans: where making the inputs and sending the outputs take longer
-            # than the calls, chunks sized on the calls alone held many calls each, and gave
-            # the comparison of the two sides' time outside their calls (``paired_excess``)
-            # four pairs to go on, which a single burst blurred.
+            # Chunks sized on the reference's timed calls so far (a warm-up call, with its
+            # first-touch page faults, can look several times slower than a timed one).
+            timed = [value for times in self.times[REFERENCE] for value in times]
             self.plan.chunk = chunk_calls(
-                statistics.median(self.spans[REFERENCE]),
+                statistics.median(timed),
                 self.stopping.trials,
                 self.plan.call_bytes,
                 self.stopping.max_calls,

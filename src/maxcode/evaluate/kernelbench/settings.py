@@ -20,14 +20,6 @@ parent (a millisecond or more on a loaded machine), inside its span: chunks of 8
 the calls. Chunks of ``CHUNK_S`` keep it to a few percent."""
 CHUNK_S = 0.05
 """Seconds of calls a chunk aims at (slow calls make chunks of fewer calls, down to one)."""
-CHUNK_MIN_S = 0.01
-"""A fixed number of calls is cut into ``PAIRS`` chunks only while a chunk still spans this
-(its messages through the parent, in the span, stay a small part of it)."""
-PAIRS = 12
-"""Pairs of chunks a fixed number of calls is cut into where chunks span ``CHUNK_MIN_S``: the
-comparison of the two sides' time outside their calls (``paired_excess``) had four pairs to go
-on with 24 full-size ``1_ScaledGELU`` calls, and a burst in one of them let a candidate that
-did its work while the harness made its inputs keep 242x in one of 35 evaluations."""
 CHUNK_BYTES = 64 << 20
 """Bytes of inputs and outputs a chunk may hold: a chunk's inputs are all made before its
 first call (a 32 MiB input with a 3 ms call made chunks of 16 inputs, 512 MiB, otherwise)."""

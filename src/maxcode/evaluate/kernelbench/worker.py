@@ -829,20 +829,18 @@ class _Timing:
 
     def warm_up(self, model: Callable[..., Any]) -> tuple[float, int, int]:
         """Warm-up calls (fewer when calls are slow: two once ``warmup_s`` is spent); returns
-        the seconds of the fastest call with its inputs made (a timed chunk spends both) and
-        one call's output and input bytes."""
+        the seconds of the fastest call and one call's output and input bytes."""
         spec = self.spec
         estimate, output_bytes, input_bytes, spent = float("inf"), 0, 0, 0.0
         seeds = spec["warmup_seeds"]
         for number in range(spec["warmup"]):
-            made = _perf_counter()
             given = self.make_inputs(seeds[number % len(seeds)])
             self.sync()
             start = _perf_counter()
             output = model(*given)
             self.sync()
             seconds = _perf_counter() - start
-            estimate, spent = min(estimate, _perf_counter() - made), spent + seconds
+            estimate, spent = min(estimate, seconds), spent + seconds
             values = output if isinstance(output, (tuple, list)) else [output]
             output_bytes, input_bytes = self._bytes(values), self._bytes(given)
             if number >= 1 and spent >= spec.get("warmup_s", float("inf")):

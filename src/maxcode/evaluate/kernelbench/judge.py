@@ -292,15 +292,12 @@ class Judge:
             elif excess.seconds > candidate_cost:
                 # Likely more work outside the calls than in them, though pairs too noisy to
                 # be sure: what selection uses is charged; the finding says why it is low.
-                spread = "too few pairs for an interval"
-                if excess.low is not None and excess.high is not None:
-                    spread = f"95% interval {excess.low * 1e3:.3f} to {excess.high * 1e3:.3f} ms"
                 self.verdict.flag(
                     "outside",
                     f"{excess.seconds * 1e3:.3f} ms per call outside the timed calls beyond "
                     f"the reference's, more than the {candidate_cost * 1e3:.3f} ms the calls "
-                    f"took, but not surely above 0 ({spread}): added to the low end of the "
-                    "speedup's interval only",
+                    f"took, but not surely above 0 ({_interval_ms(excess)}): added to the low "
+                    "end of the speedup's interval only",
                 )
         self._resources(candidate)
         light = roofline(reference.report.roofline, candidate_cost)
@@ -383,9 +380,8 @@ class Judge:
                 "timing",
                 "work outside the timed calls: from a chunk's seeds to its outputs the "
                 f"candidate spent {excess.seconds * 1e3:.3f} ms per call more than the "
-                f"reference (95% interval {excess.low * 1e3:.3f} to "
-                f"{(excess.high or excess.low) * 1e3:.3f} ms), beside the "
-                f"{claimed * 1e3:.3f} ms it claimed",
+                f"reference ({_interval_ms(excess)}), beside the {claimed * 1e3:.3f} ms it "
+                "claimed",
             )
         return excess
 
@@ -536,6 +532,13 @@ def _too_fast(claimed: float, host: float, calls: int, noise: float) -> bool:
         and unexplained > noise
         and unexplained * max(calls, 1) >= HOST_SLACK_S
     )
+
+
+def _interval_ms(excess: PairedExcess) -> str:
+    """The excess's interval in words, in milliseconds per call."""
+    if excess.low is None or excess.high is None:
+        return "too few pairs for an interval"
+    return f"95% interval {excess.low * 1e3:.3f} to {excess.high * 1e3:.3f} ms"
 
 
 def _net(host: float | None, overhead: float) -> float | None:

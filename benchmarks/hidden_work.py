@@ -2,11 +2,13 @@
 
 The KernelBench cheats that do their work while the harness makes the inputs
 (``tests/fixtures/kernelbench/cheats/hook_inputs.py``, ``hook_factory.py``) are caught only
-statistically: the parent compares the two sides' host time outside their calls, pair by pair
-(the outside excess). This evaluates one fixture ``--runs`` times against full-size
-``1_ScaledGELU`` (``--repeats`` calls per side; 24, as the test does) and prints per run the
-verdict (void, charged, or kept), the speedup, the low end of its interval (what selection
-uses) and the excess with its interval; then the counts. A "kept" run is a hole.
+statistically: the parent compares the two sides' time outside their calls, pair by pair
+(the outside excess), by two clocks, host time and the worker's CPU time. This evaluates one
+fixture ``--runs`` times against full-size ``1_ScaledGELU`` (``--repeats`` calls per side; 24,
+as the test does) and prints per run the verdict (void, charged, or kept), the speedup, the
+low end of its interval (what selection uses) and each clock's excess with its interval;
+then the counts. A "kept" run is a hole. ``--fixture`` takes a cheat's file name, or
+``identical`` (the reference as its own candidate: how far from 0 honest excesses fall).
 
     python benchmarks/hidden_work.py --fixture hook_factory.py --runs 20
 """
@@ -33,7 +35,10 @@ def main() -> int:
     parser.add_argument("--isolation", default="bwrap")
     args = parser.parse_args()
     task = load_task(str(REPO / "examples" / "kernelbench" / "1_ScaledGELU.py"), scale=1.0)
-    source = (REPO / "tests" / "fixtures" / "kernelbench" / "cheats" / args.fixture).read_text()
+    if args.fixture == "identical":
+        source = task.reference.replace("class Model(", "class ModelNew(")
+    else:
+        source = (REPO / "tests" / "fixtures" / "kernelbench" / "cheats" / args.fixture).read_text()
     seen = []
     real = judge_module.paired_excess
 
@@ -57,15 +62,17 @@ def main() -> int:
         else:
             verdict = "kept"
         counts[verdict] += 1
-        pairs, excess = seen[-1] if seen else (0, None)
-        shown = "-"
-        if excess is not None:
-            shown = f"{excess.seconds * 1e3:.2f} ms"
+        pairs = seen[-1][0] if seen else 0
+        shown = []
+        for clock, (_, excess) in zip(("host", "cpu"), seen[-2:]):
+            text = f"{clock} {excess.seconds * 1e3:6.2f} ms"
             if excess.low is not None and excess.high is not None:
-                shown += f" ({excess.low * 1e3:.2f} to {excess.high * 1e3:.2f})"
+                text += f" ({excess.low * 1e3:6.2f} to {excess.high * 1e3:6.2f})"
+            shown.append(text)
         print(
-            f"{number:3d} {verdict:8s} speedup {feedback.speedup:8.2f} low {low:8.3f} "
-            f"pairs {pairs:3d} excess {shown}",
+            f"{number:3d} {verdict:8s} speedup {feedback.speedup:8.3f} low {low:8.3f} "
+            f"pairs {pairs:3d} {' '.join(shown)}"
+            + (f" [{feedback.suspect.split(':')[0]}]" if feedback.suspect else ""),
             flush=True,
         )
     print(" ".join(f"{name} {count}" for name, count in counts.items()))

@@ -45,6 +45,7 @@ def _worker(fd: int, phases: tuple[str, ...], late: set[tuple[str, int]]) -> Non
                 if not seeds:
                     break
                 send({"m": "begin", "phase": phase, "chunk": chunk})
+                assert answer() == {"go": True}
                 if (phase, chunk) in late:
                     time.sleep(LATE_S)
                 send({"m": "end", "phase": phase, "chunk": chunk, "times": [1e-6] * len(seeds)})

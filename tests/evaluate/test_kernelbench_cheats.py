@@ -52,26 +52,41 @@ def test_no_seed_is_there_to_find_before_the_model_is_built(fixture: str, isolat
 
 
 @pytest.mark.parametrize("isolation", LEVELS)
-@pytest.mark.parametrize("fixture", ["hook_inputs.py"])
+@pytest.mark.parametrize("fixture", ["hook_inputs.py", "hook_thread.py"])
 def test_answers_made_while_the_harness_makes_inputs_are_seen_by_host_time(
     fixture: str, isolation: str
 ) -> None:
-    """Hooking the harness's ``torch.manual_seed`` moves the work before the
-    timed call; the parent's stamps from a chunk's seeds to its outputs still contain it, pair
-    by pair against the reference's. Full-size shapes: the hidden work (about the reference's)
-    must stand out from the noise of making the inputs and sending the outputs (see the
-    README). Surely more hidden than claimed is void; were the noise to blur that, the likely
-    hidden time is still charged to what selection uses, and said (``outside:``). Not yet
-    closed, so measured in ``benchmarks/hidden_work.py`` rather than asserted here:
-    ``hook_factory.py``, which hides only the call's work (about the reference's), inside
-    the noise of the time outside the calls."""
+    """Hooking the harness's ``torch.manual_seed`` (or ``torch.randn``) moves the work before
+    the timed call; the parent's stamps from a chunk's seeds to its outputs still contain it,
+    pair by pair against the reference's, by host time and by the worker's CPU clock (which
+    also sees ``hook_thread.py``'s work on another CPU, beside host time that does not grow).
+    Full-size shapes: the hidden work (about the reference's) must stand out from the noise
+    of making the inputs and sending the outputs (see the README). Surely more hidden than
+    claimed is void, and so is a worker that spent more CPU time than host time (``parallel``);
+    were the noise to blur that, the likely hidden time is still charged to what selection
+    uses, and said (``outside:``). Not yet closed, so measured in
+    ``benchmarks/hidden_work.py`` rather than asserted here: ``hook_factory.py``, which hides
+    only the call's work (about the reference's), inside the noise of the time outside the
+    calls."""
     feedback = judge(fixture, isolation, scale=1.0)
     assert feedback.correct, feedback.error
     if feedback.suspect is not None:
         assert_no_clean_reward(feedback)
-        assert feedback.suspect.startswith("timing:")
+        assert feedback.suspect.startswith(("timing:", "parallel:")), feedback.suspect
     else:  # not void: its hidden time charged, which the finding says
         assert any(flag.startswith("outside:") for flag in feedback.flags), feedback.flags
+
+
+@pytest.mark.parametrize("isolation", LEVELS)
+def test_work_handed_to_another_process_is_counted_while_timed(isolation: str) -> None:
+    """``fork_helper.py`` forks a child that leaves the run's CPU and computes every answer from
+    inputs copied into shared memory: neither the worker's CPU clock nor host time need grow
+    by the work, but the parent reads the CPU clocks of every process of the run, and the
+    reference's run has none besides its worker."""
+    feedback = judge("fork_helper.py", isolation, scale=1.0)
+    assert feedback.correct, feedback.error
+    assert_no_clean_reward(feedback)
+    assert any(flag.startswith("untracked:") for flag in feedback.flags), feedback.flags
 
 
 @pytest.mark.parametrize("isolation", LEVELS)

@@ -57,7 +57,11 @@ RULES: dict[str, Rule] = {
             "void",
             "processes outlived the program (a daemon doing work off the clock)",
         ),
-        Rule("untracked", "void", "work the metric did not see (a process callgrind missed)"),
+        Rule(
+            "untracked",
+            "void",
+            "work the metric did not see (a process callgrind missed, other processes while timed)",
+        ),
         Rule("parallel", "void", "more CPU than the budget (CPU time of all processes vs wall)"),
         Rule("threads", "void", "threads started, or torch's thread count changed, while timed"),
         Rule(

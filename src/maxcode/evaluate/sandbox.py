@@ -40,7 +40,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -265,6 +265,7 @@ class Sandbox:
         writable: Sequence[Path] = (),
         devices: Sequence[str] = (),
         hidden: Sequence[Path] = (),
+        on_start: Callable[[int], None] | None = None,
     ) -> list[SandboxResult]:
         """Run ``argv`` (or a run's own ``argv``) once per ``Run``, one after the other, in one
         sandbox.
@@ -276,8 +277,10 @@ class Sandbox:
         runs (a build cache); ``devices`` are device nodes the runs may open (a GPU);
         ``cpu`` pins every run to one CPU (a request: the judge compares CPU time with wall
         time); ``hidden`` folders (expected outputs) are covered where the level shows the
-        host's file system. Every run starts with no state from an earlier one: its own ipc
-        and mount namespaces, and (when private) an empty folder of its own.
+        host's file system; ``on_start`` is told the pid of the process that starts the batch
+        (its runs are below it, under the init). Every run starts with no state from an
+        earlier one: its own ipc and mount namespaces, and (when private) an empty folder of
+        its own.
         """
         limits = limits or Limits()
         if argv is None and any(run.argv is None for run in runs):
@@ -312,7 +315,7 @@ class Sandbox:
                     devices,
                     hidden,
                 )
-                return batch.execute(readonly, limits, cpu, env or {})
+                return batch.execute(readonly, limits, cpu, env or {}, on_start)
         finally:
             if uid is not None:
                 _uids.release(uid)
@@ -410,7 +413,12 @@ class _Batch:
     stage_root: Path | None = None
 
     def execute(
-        self, readonly: Sequence[Path], limits: Limits, cpu: int | None, env: Mapping[str, str]
+        self,
+        readonly: Sequence[Path],
+        limits: Limits,
+        cpu: int | None,
+        env: Mapping[str, str],
+        on_start: Callable[[int], None] | None = None,
     ) -> list[SandboxResult]:
         environment = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -475,6 +483,8 @@ class _Batch:
                 close_fds=True,
                 pass_fds=passed,
             )
+            if on_start is not None:
+                on_start(process.pid)
             # The init enforces each run's limit; this is the backstop for the whole batch.
             backstop = len(self.runs) * (limits.wall_s + 1.0) + 5.0
             finished, wall = _wait_until(process.pid, started, backstop)

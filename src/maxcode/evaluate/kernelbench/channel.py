@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from maxcode.evaluate.kernelbench.cpuclock import find_worker, others_ns, process_cpu_ns
 from maxcode.evaluate.kernelbench.evidence import (
     End,
     Marker,
@@ -54,6 +55,10 @@ class Chunk:
     """The chunk's kept outputs arrived."""
     times: list[float] = field(default_factory=list)
     """In-process seconds of each call, as the worker reported them."""
+    cpu: dict[str, int | None] = field(default_factory=dict)
+    """The worker's CPU clock (ns, ``cpuclock``) at ``sent``, ``begin``, ``end`` and
+    ``received``, each read while the worker waits for the parent (or, at ``received``, has
+    nothing left of the chunk to do)."""
 
 
 class Conversation:
@@ -88,11 +93,28 @@ class Conversation:
         """When the conversation ended (the worker's run was over)."""
         self.waited_ns = 0
         """Time the worker waited for its turns (blocked on its descriptor 3)."""
+        self._root: int | None = None
+        self.processes: tuple[int, int] | None = None
+        """The run's init and worker (host pids), found when the worker is ready."""
+        self.others: list[int] = []
+        """CPU ns of the run's other processes when the timed calls (phase K) began and
+        ended (``cpuclock.others_ns``)."""
         self._done: list[str] = []
         self._current: tuple[str, int, str] | None = None
         self._received_bytes = 0
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
+
+    def started(self, pid: int) -> None:
+        """The sandbox started the worker's run as ``pid`` (its processes are below it)."""
+        self._root = pid
+
+    def _cpu(self) -> int | None:
+        return None if self.processes is None else process_cpu_ns(self.processes[1])
+
+    def _others(self) -> None:
+        if self.processes is not None:
+            self.others.append(others_ns(*self.processes))
 
     @property
     def worker_fd(self) -> int:
@@ -138,6 +160,43 @@ class Conversation:
             / max(chunk.calls, 1)
             for chunk in self._phase(phase)
         ]
+
+    def outside_cpu(self, phase: str) -> list[float] | None:
+        """CPU seconds per call the worker spent in each chunk of ``phase`` outside its calls
+        (from the chunk's seeds to its outputs, less between its markers): what
+        ``outside`` measures, without the time other programs held the worker's CPU. None
+        when the phase did not complete or a clock could not be read."""
+        if not self.complete(phase):
+            return None
+        spans = []
+        for chunk in self._phase(phase):
+            stamps = [chunk.cpu.get(name) for name in ("sent", "begin", "end", "received")]
+            if any(stamp is None for stamp in stamps):
+                return None
+            sent, begin, end, received = (int(stamp or 0) for stamp in stamps)
+            spans.append(((received - sent) - (end - begin)) / 1e9 / max(chunk.calls, 1))
+        return spans
+
+    def span_cpu(self, phase: str) -> tuple[float, float] | None:
+        """(CPU seconds, host seconds) of the worker from each chunk's seeds to its outputs,
+        summed over the chunks of ``phase``; None when the phase did not complete or a clock
+        was not read. The CPU readings fall inside the host stamps, so a process on one CPU
+        cannot show more CPU time than host time."""
+        if not self.complete(phase):
+            return None
+        cpu = host = 0
+        for chunk in self._phase(phase):
+            sent, received = chunk.cpu.get("sent"), chunk.cpu.get("received")
+            if sent is None or received is None:
+                return None
+            cpu, host = cpu + received - sent, host + (chunk.received or 0) - chunk.sent
+        return cpu / 1e9, host / 1e9
+
+    def others_s(self) -> float | None:
+        """CPU seconds the run's other processes spent while the calls were timed."""
+        if len(self.others) != 2:
+            return None
+        return (self.others[1] - self.others[0]) / 1e9
 
     def times(self, phase: str) -> list[float]:
         """Per-call seconds of every call of ``phase``, in order."""
@@ -201,6 +260,8 @@ class Conversation:
             if self.ready_at is not None:
                 raise ValueError("ready twice")
             self.ready_at = now
+            if self._root is not None:
+                self.processes = find_worker(self._root)
             if self.side == REFERENCE:
                 self.plan.decide(
                     message.estimate_s,
@@ -222,10 +283,12 @@ class Conversation:
         if message.m != expected:
             raise ValueError(f"{message.m!r} where {expected!r} was due")
         if isinstance(message, Marker):
-            chunk.begin = now
+            # The worker waits for the answer before its first call: its clock stands still.
+            chunk.begin, chunk.cpu["begin"] = now, self._cpu()
             self._current = (phase, number, "end")
+            self._send({"go": True})
         elif isinstance(message, End):
-            chunk.end = now
+            chunk.end, chunk.cpu["end"] = now, self._cpu()
             if len(message.times) != chunk.calls:
                 raise ValueError(f"{len(message.times)} times for {chunk.calls} calls")
             chunk.times = list(message.times)
@@ -235,6 +298,7 @@ class Conversation:
         else:
             assert isinstance(message, Outputs)
             self._outputs(message, chunk, stream)
+            chunk.cpu["received"] = self._cpu()
             chunk.received = time.perf_counter_ns()
             self._current = (phase, number + 1, "next")
             self.schedule.finish(self.side, phase, chunk.times)
@@ -249,9 +313,13 @@ class Conversation:
                 raise ValueError("a phase starts at chunk 0")
         elif self._current[:2] != (message.phase, message.chunk):
             raise ValueError("'next' out of order")
+        if message.phase == "K" and message.chunk == 0:
+            self._others()
         calls = self.schedule.grant(self.side, message.phase, message.chunk)
         self.waited_ns += time.perf_counter_ns() - asked
         if not calls:
+            if message.phase == "K":
+                self._others()
             self._done.append(message.phase)
             self._current = None
             # The candidate is let go once the reference's pairs and its identity model (which
@@ -267,10 +335,10 @@ class Conversation:
             first = self.schedule.baseline_first(message.phase, message.chunk)
         seeds = self.plan.seeds_for(first, calls)
         # Stamped before sending: a delay of this thread lengthens the span, never shortens it.
-        sent = time.perf_counter_ns()
+        cpu, sent = self._cpu(), time.perf_counter_ns()
         self._send({"seeds": seeds})
         self.chunks[(message.phase, message.chunk)] = Chunk(
-            calls=calls, first=first, asked=asked, sent=sent
+            calls=calls, first=first, asked=asked, sent=sent, cpu={"sent": cpu}
         )
         self._current = (message.phase, message.chunk, "begin")
 

@@ -6,10 +6,12 @@ the candidate's run (compile error, limits, evidence that is missing or malforme
 conversation: ``evidence``); every check seed's outputs (type, dtype, shape, values within the
 dtype's tolerance), run twice (``nondeterministic``), inputs unchanged (``inputs``), no output
 sharing an input's memory (``aliasing``); every kept timed call's output (``caching``); then the
-timings: in-process medians against the parent's host stamps (``timing``; host time outside
-the calls beyond the reference's is charged to the candidate, ``outside``), threads
-(``threads``), CPU time against the wall time the candidate did not spend waiting for its turns
-(``parallel``), the speed of light on CUDA (``implausible``, capped).
+timings: in-process medians against the parent's host stamps (``timing``; time outside the
+calls beyond the reference's, by host time and by the worker's CPU clock, is charged to the
+candidate, ``outside``), threads (``threads``), CPU time against the wall time the candidate
+did not spend waiting for its turns, and the worker's CPU clock against host time over its
+timed chunks (``parallel``), CPU time of the run's other processes while timed
+(``untracked``), the speed of light on CUDA (``implausible``, capped).
 
 The speedup is the paired estimate of ``schedule.paired_speedup`` (the geometric mean of the
 ratios of the two sides' chunk medians, chunk by chunk) with its 95% interval; the candidate's
@@ -66,6 +68,13 @@ CPU_SLACK_S = 0.5
 """CPU time of the candidate's whole process tree may exceed its busy wall time (its run's wall
 time less the time it waited for its turns, blocked on its descriptor 3) by this much (the run
 is pinned to one CPU; more means it ran on others)."""
+SPAN_CPU_SLACK_S = 0.0005
+"""CPU time of the candidate's worker per timed chunk, from its seeds to its outputs, may exceed
+the host time of that span by this much (the readings fall inside the stamps: on one CPU it
+cannot exceed it at all)."""
+OTHERS_SLACK_S = 0.005
+"""CPU time the run's other processes may spend while the calls are timed (the reference's run
+has none; children it reaped are counted in whole clock ticks)."""
 
 
 @dataclass
@@ -268,20 +277,22 @@ class Judge:
         interval = None
         if paired.low is not None and paired.high is not None:
             interval = (paired.low, paired.high)
-        excess = self._host_check(reference, candidate, timings)
+        excesses = self._host_check(reference, candidate, timings)
 
         def charged(rate: float, seconds: float) -> float:
             return reference_cost / (reference_cost / max(rate, 1e-12) + max(seconds, 0.0))
 
-        if excess is not None:
-            # Host time outside the calls beyond the reference's is the candidate's: the
-            # estimate is charged when it is surely above 0; the interval's low end (what
-            # selection uses) always, with the estimate of the excess. (Its upper bound took
-            # an identical 4_Softmax's low end to 0.45: nothing would verify.)
-            cost = excess.seconds if excess.low is not None and excess.low > 0 else 0.0
+        if excesses:
+            # Time outside the calls beyond the reference's is the candidate's: by the clock
+            # that sees more of it, the estimate is charged when it is surely above 0; the
+            # interval's low end (what selection uses) always, with the estimate. (The upper
+            # bound took an identical 4_Softmax's low end to 0.45: nothing would verify.)
+            sure = [item for item in excesses if item[1].low is not None and item[1].low > 0]
+            cost = max((excess.seconds for _, excess in sure), default=0.0)
+            clock, likely = max(excesses, key=lambda item: item[1].seconds)
             speedup, candidate_cost = charged(speedup, cost), candidate_cost + cost
             if interval is not None:
-                interval = (charged(interval[0], excess.seconds), charged(interval[1], cost))
+                interval = (charged(interval[0], likely.seconds), charged(interval[1], cost))
             if cost > CHARGE_NOTE * candidate_cost:
                 self.verdict.flag(
                     "outside",
@@ -289,15 +300,15 @@ class Judge:
                     "reference's (from a chunk's seeds to its outputs), added to the "
                     "candidate's time",
                 )
-            elif excess.seconds > candidate_cost:
+            elif likely.seconds > candidate_cost:
                 # Likely more work outside the calls than in them, though pairs too noisy to
                 # be sure: what selection uses is charged; the finding says why it is low.
                 self.verdict.flag(
                     "outside",
-                    f"{excess.seconds * 1e3:.3f} ms per call outside the timed calls beyond "
-                    f"the reference's, more than the {candidate_cost * 1e3:.3f} ms the calls "
-                    f"took, but not surely above 0 ({_interval_ms(excess)}): added to the low "
-                    "end of the speedup's interval only",
+                    f"{likely.seconds * 1e3:.3f} ms per call of {clock} outside the timed "
+                    f"calls beyond the reference's, more than the {candidate_cost * 1e3:.3f} "
+                    f"ms the calls took, but not surely above 0 ({_interval_ms(likely)}): "
+                    "added to the low end of the speedup's interval only",
                 )
         self._resources(candidate)
         light = roofline(reference.report.roofline, candidate_cost)
@@ -341,16 +352,19 @@ class Judge:
 
     def _host_check(
         self, reference: Side, candidate: Side, timings: dict[str, TimingStats]
-    ) -> PairedExcess | None:
+    ) -> list[tuple[str, PairedExcess]]:
         """In-process timings must account for the host time the parent saw. Two views: the
         markers around each chunk's calls (net of the harness's own cost per call) against
         the claimed median (a clock that lies is void), and the whole span from a chunk's
         seeds to its outputs, which also covers work moved into making the inputs or into
         sending the outputs. The span's part outside the calls is compared with the
-        reference's pair by pair (``paired_excess``); returns that excess per call, which
-        the caller charges to the candidate (None when the verdict is void already). An
-        excess surely above the work claimed (the interval's low end) is also void: most of
-        the work was hidden. No stamps, no reward."""
+        reference's pair by pair (``paired_excess``), by two clocks: host time (sees work
+        of any kind, GPU work and other processes on the worker's CPU included, with the
+        noise of everything else the machine runs) and the worker's CPU time (every thread
+        of the worker's process on any CPU, little of the load's noise). Returns both
+        excesses per call, which the caller charges to the candidate (none when the verdict
+        is void already). An excess surely above the work claimed (the interval's low end)
+        is also void: most of the work was hidden. No stamps, no reward."""
         assert reference.conversation is not None and candidate.conversation is not None
         claimed = timings["candidate"].median_s
         calls = timings["candidate"].trials
@@ -359,7 +373,12 @@ class Judge:
         theirs = reference.conversation.outside("K")
         if window is None or ours is None or theirs is None:
             self.verdict.flag("timing", "no host time stamps from the candidate's timed calls")
-            return None
+            return []
+        cpu_ours = candidate.conversation.outside_cpu("K")
+        cpu_theirs = reference.conversation.outside_cpu("K")
+        if cpu_ours is None or cpu_theirs is None:
+            self.verdict.flag("timing", "the workers' CPU clocks could not be read")
+            return []
         # Like with like: a chunk's mean claimed time (an honest call the scheduler held up
         # is in both; the median of the calls is not) against its markers, chunk medians.
         claimed_means = statistics.median(
@@ -372,18 +391,23 @@ class Judge:
                 f"in-process timings disagree with host time ({claimed_means * 1e3:.3f} ms "
                 f"claimed, {window * 1e3:.3f} ms seen per call)",
             )
-            return None
-        excess = paired_excess(theirs, ours)
+            return []
+        excesses = [
+            ("host time", paired_excess(theirs, ours)),
+            ("CPU time", paired_excess(cpu_theirs, cpu_ours)),
+        ]
         noise = SPAN_SLACK_S / max(self.plan.chunk, 1)
-        if excess.low is not None and _too_fast(claimed, claimed + excess.low, calls, noise):
-            self.verdict.flag(
-                "timing",
-                "work outside the timed calls: from a chunk's seeds to its outputs the "
-                f"candidate spent {excess.seconds * 1e3:.3f} ms per call more than the "
-                f"reference ({_interval_ms(excess)}), beside the {claimed * 1e3:.3f} ms it "
-                "claimed",
-            )
-        return excess
+        for clock, excess in excesses:
+            if excess.low is not None and _too_fast(claimed, claimed + excess.low, calls, noise):
+                self.verdict.flag(
+                    "timing",
+                    "work outside the timed calls: from a chunk's seeds to its outputs the "
+                    f"candidate spent {excess.seconds * 1e3:.3f} ms of {clock} per call more "
+                    f"than the reference ({_interval_ms(excess)}), beside the "
+                    f"{claimed * 1e3:.3f} ms it claimed",
+                )
+                break
+        return excesses
 
     def _resources(self, candidate: Side) -> None:
         report, result = candidate.report, candidate.sandbox
@@ -399,7 +423,27 @@ class Judge:
                 "the candidate changed torch's thread count "
                 f"({report.torch_threads_before} -> {report.torch_threads_after})",
             )
-        waited = candidate.conversation.waited_ns / 1e9 if candidate.conversation else 0.0
+        conversation = candidate.conversation
+        span = conversation.span_cpu("K") if conversation else None
+        if conversation and span is not None and self.settings.device == "cpu":
+            # Exact, unlike the run's total below: a worker on one CPU cannot spend more CPU
+            # time than host time. (On CUDA the driver's own threads run beside the calls.)
+            cpu, host = span
+            if cpu > host + SPAN_CPU_SLACK_S * max(len(conversation.chunk_times("K")), 1):
+                self.verdict.flag(
+                    "parallel",
+                    f"the candidate's process spent {cpu * 1e3:.1f} ms of CPU time in "
+                    f"{host * 1e3:.1f} ms of timed chunks (seeds to outputs): it ran on more "
+                    "than its one CPU",
+                )
+        others = conversation.others_s() if conversation else None
+        if others is not None and others > OTHERS_SLACK_S:
+            self.verdict.flag(
+                "untracked",
+                f"{others * 1e3:.1f} ms of CPU time in the run's other processes while its "
+                "calls were timed (work outside the worker's clocks)",
+            )
+        waited = conversation.waited_ns / 1e9 if conversation else 0.0
         busy = max(result.wall_s - waited, 0.0)
         if result.cpu_s > CPU_SHARE * busy + CPU_SLACK_S:
             self.verdict.flag(

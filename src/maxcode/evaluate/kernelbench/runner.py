@@ -207,6 +207,7 @@ class WorkerRunner:
                         cpu=self.cpu,
                         env=_environment(cache, workdir),
                         devices=_gpu_devices() if cuda else (),
+                        on_start=None if conversation is None else conversation.started,
                     )
             finally:
                 if conversation is not None:

@@ -885,7 +885,9 @@ class _Timing:
                     shared = self.make_inputs(seed)
                 batch.append(shared)
             outputs, times = [], []
-            self.channel.send({"m": "begin", **where})
+            # The parent reads this process's CPU clock before it answers: the calls start
+            # after that reading.
+            self.channel.ask({"m": "begin", **where})
             for given in batch:
                 times.append(self._call(model, given, flush))
                 outputs.append(self.last)

@@ -36,7 +36,7 @@ def main() -> int:
     args = parser.parse_args()
     task = load_task(str(REPO / "examples" / "kernelbench" / "1_ScaledGELU.py"), scale=1.0)
     if args.fixture == "identical":
-        source = task.reference.replace("class Model(", "class ModelNew(")
+        source = task.reference + "\n\nclass ModelNew(Model):\n    pass\n"
     else:
         source = (REPO / "tests" / "fixtures" / "kernelbench" / "cheats" / args.fixture).read_text()
     seen = []

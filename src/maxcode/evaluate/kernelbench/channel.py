@@ -98,7 +98,7 @@ class Conversation:
         """The run's init and worker (host pids), found when the worker is ready."""
         self.others: list[int] = []
         """CPU ns of the run's other processes when the timed calls (phase K) began and
-        ended (``cpuclock.others_ns``)."""
+        ended (``cpuclock.others_ns``; the candidate's run only)."""
         self._done: list[str] = []
         self._current: tuple[str, int, str] | None = None
         self._received_bytes = 0
@@ -113,7 +113,8 @@ class Conversation:
         return None if self.processes is None else process_cpu_ns(self.processes[1])
 
     def _others(self) -> None:
-        if self.processes is not None:
+        # Only the candidate's are judged: the reference's run is not scanned for nothing.
+        if self.processes is not None and self.side != REFERENCE:
             self.others.append(others_ns(*self.processes))
 
     @property

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 INIT_NAME = b"maxcode-init"
 _TICK_NS = 1_000_000_000 // max(os.sysconf("SC_CLK_TCK"), 1)
@@ -34,62 +35,71 @@ def process_cpu_ns(pid: int) -> int | None:
         return None
 
 
-def _stat(pid: int) -> tuple[bytes, list[bytes]] | None:
-    """``/proc/PID/stat``: the name and the fields after it (index = field number - 3)."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    close = raw.rfind(b")")
-    return raw[raw.find(b"(") + 1 : close], raw[close + 2 :].split()
+class _Process(NamedTuple):
+    """What one pass over ``/proc`` keeps of a process."""
+
+    name: bytes
+    parent: int
+    start: int
+    """Start time (clock ticks after boot): a parent's children in the order they started."""
+    reaped_ns: int
+    """CPU time of the children it has reaped (whole clock ticks)."""
 
 
-def _reaped_ns(pid: int) -> int:
-    """CPU time of ``pid``'s children that it has reaped (whole clock ticks)."""
-    stat = _stat(pid)
-    if stat is None or len(stat[1]) < 15:
-        return 0
-    return (int(stat[1][13]) + int(stat[1][14])) * _TICK_NS
-
-
-def _children() -> dict[int, list[tuple[int, int]]]:
-    """Every process's children as (start time, pid), from one pass over ``/proc``."""
-    found: dict[int, list[tuple[int, int]]] = {}
+def _processes() -> dict[int, _Process]:
+    """Every visible process, from one pass over ``/proc/PID/stat`` (fields counted after the
+    name: the parent is field 4, the reaped children's user and system times 16 and 17, the
+    start time 22)."""
+    found: dict[int, _Process] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        stat = _stat(int(entry))
-        if stat is None or len(stat[1]) < 20:
+        try:
+            raw = Path(f"/proc/{entry}/stat").read_bytes()
+        except OSError:
+            continue  # gone since it was listed
+        close = raw.rfind(b")")
+        fields = raw[close + 2 :].split()
+        if len(fields) < 20:
             continue
-        found.setdefault(int(stat[1][1]), []).append((int(stat[1][19]), int(entry)))
+        found[int(entry)] = _Process(
+            name=raw[raw.find(b"(") + 1 : close],
+            parent=int(fields[1]),
+            start=int(fields[19]),
+            reaped_ns=(int(fields[13]) + int(fields[14])) * _TICK_NS,
+        )
     return found
 
 
-def _below(root: int, children: dict[int, list[tuple[int, int]]]) -> list[int]:
-    """``root`` and its descendants, breadth first."""
+def _below(root: int, processes: dict[int, _Process]) -> list[int]:
+    """``root`` and its descendants, breadth first, each parent's children in start order."""
+    children: dict[int, list[int]] = {}
+    for pid in sorted(processes, key=lambda pid: (processes[pid].start, pid)):
+        children.setdefault(processes[pid].parent, []).append(pid)
     order, at = [root], 0
     while at < len(order):
-        order += [pid for _, pid in sorted(children.get(order[at], []))]
+        order += children.get(order[at], [])
         at += 1
     return order
 
 
 def find_worker(root: int) -> tuple[int, int] | None:
     """(init, worker) of the sandboxed run started as ``root``; None when not found."""
-    children = _children()
-    for pid in _below(root, children):
-        stat = _stat(pid)
-        if stat is not None and stat[0] == INIT_NAME:
-            first = sorted(children.get(pid, []))
-            return (pid, first[0][1]) if first else None
+    processes = _processes()
+    for pid in _below(root, processes):
+        if pid in processes and processes[pid].name == INIT_NAME:
+            first = _below(pid, processes)[1:2]
+            return (pid, first[0]) if first else None
     return None
 
 
 def others_ns(init: int, worker: int) -> int:
     """CPU nanoseconds of the run's processes other than the worker: the live ones' clocks,
     and what the worker, the init and the others reaped of their children (whole ticks)."""
-    total = _reaped_ns(init) + _reaped_ns(worker)
-    for pid in _below(init, _children())[1:]:
-        if pid != worker:
-            total += (process_cpu_ns(pid) or 0) + _reaped_ns(pid)
+    processes = _processes()
+    total = 0
+    for pid in _below(init, processes):
+        total += processes[pid].reaped_ns if pid in processes else 0
+        if pid not in (init, worker):
+            total += process_cpu_ns(pid) or 0
     return total

@@ -416,17 +416,24 @@ class Judge:
             if theirs is not None and ours is not None  # (checked above; for the type checker)
             for part in OUTSIDE_PARTS
         ]
-        noise = SPAN_SLACK_S / max(self.plan.chunk, 1)
-        for part, clock, excess in excesses:
-            if excess.low is not None and _too_fast(claimed, claimed + excess.low, calls, noise):
-                self.verdict.flag(
-                    "timing",
-                    f"work outside the timed calls: {part} the candidate spent "
-                    f"{excess.seconds * 1e3:.3f} ms of {clock} per call more than the "
-                    f"reference ({_interval_ms(excess)}), beside the {claimed * 1e3:.3f} ms "
-                    "it claimed",
-                )
-                break
+        # Surely hidden, per part by the clock that sees more (95% low ends), the parts added:
+        # work split between making the inputs and sending the outputs counts whole.
+        lows = {
+            part: max(
+                (excess.low for named, _, excess in excesses if named == part and excess.low),
+                default=0.0,
+            )
+            for part in OUTSIDE_PARTS
+        }
+        hidden = sum(max(low, 0.0) for low in lows.values())
+        if _too_fast(claimed, claimed + hidden, calls, SPAN_SLACK_S / max(self.plan.chunk, 1)):
+            said = ", ".join(f"{part} {low * 1e3:.3f} ms" for part, low in lows.items() if low > 0)
+            self.verdict.flag(
+                "timing",
+                "work outside the timed calls: the candidate spent surely at least "
+                f"{hidden * 1e3:.3f} ms per call more than the reference ({said}; the 95% "
+                f"intervals' low ends), beside the {claimed * 1e3:.3f} ms it claimed",
+            )
         return excesses
 
     def _resources(self, candidate: Side) -> None:

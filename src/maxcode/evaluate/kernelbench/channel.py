@@ -38,10 +38,6 @@ _JOIN_S = 10.0
 _SOCKET_BYTES = 4 << 20
 
 
-OUTSIDE_PARTS = ("making the inputs", "sending the outputs")
-"""The parts of a chunk's span outside its calls (``Conversation.outside``)."""
-
-
 @dataclass
 class Chunk:
     """Host time stamps (ns, the parent's clock) of one chunk of timed calls."""
@@ -153,34 +149,34 @@ class Conversation:
         """Per-call seconds of each chunk of ``phase``, in order."""
         return [chunk.times for chunk in self._phase(phase)]
 
-    def outside(self, phase: str, clock: str = "host") -> dict[str, list[float]] | None:
-        """Seconds per call of each chunk of ``phase`` that its in-process times do not
-        account for, in two parts (``OUTSIDE_PARTS``): making the inputs (the chunk's seeds
-        sent to its begin marker) and the rest (the markers and sending the outputs, up to
-        the outputs received), with any work a candidate moved there. ``clock``: "host"
-        (less the calls' reported seconds) or "cpu" (the worker's CPU clock, less its time
-        between the markers: without the time other programs held the worker's CPU). Apart,
-        the quiet part is not drowned in the other's noise: making inputs is the same work
-        on both sides, within a tenth of a millisecond per call, while sending outputs
-        varied by tens of milliseconds per chunk. None when the phase did not complete or
-        a clock could not be read."""
+    def outside(self, phase: str) -> list[float] | None:
+        """Host seconds per call of each chunk of ``phase`` that its in-process times do not
+        account for: the span from the chunk's seeds sent to its outputs received, less the
+        calls' reported seconds (making the inputs, the markers, sending the outputs, and any
+        work a candidate moved there). None when the phase did not complete."""
         if not self.complete(phase):
             return None
-        parts: dict[str, list[float]] = {part: [] for part in OUTSIDE_PARTS}
+        return [
+            (max((chunk.received or 0) - chunk.sent, 0) / 1e9 - sum(chunk.times))
+            / max(chunk.calls, 1)
+            for chunk in self._phase(phase)
+        ]
+
+    def outside_cpu(self, phase: str) -> list[float] | None:
+        """CPU seconds per call the worker spent in each chunk of ``phase`` outside its calls
+        (from the chunk's seeds to its outputs, less between its markers): what
+        ``outside`` measures, without the time other programs held the worker's CPU. None
+        when the phase did not complete or a clock could not be read."""
+        if not self.complete(phase):
+            return None
+        spans = []
         for chunk in self._phase(phase):
-            stamps: list[int | None] = (
-                [chunk.sent, chunk.begin, chunk.end, chunk.received]
-                if clock == "host"
-                else [chunk.cpu.get(name) for name in ("sent", "begin", "end", "received")]
-            )
-            if None in stamps:
+            stamps = [chunk.cpu.get(name) for name in ("sent", "begin", "end", "received")]
+            if any(stamp is None for stamp in stamps):
                 return None
             sent, begin, end, received = (int(stamp or 0) for stamp in stamps)
-            calls = max(chunk.calls, 1)
-            inside = sum(chunk.times) if clock == "host" else (end - begin) / 1e9
-            parts[OUTSIDE_PARTS[0]].append((begin - sent) / 1e9 / calls)
-            parts[OUTSIDE_PARTS[1]].append(((received - begin) / 1e9 - inside) / calls)
-        return parts
+            spans.append(((received - sent) - (end - begin)) / 1e9 / max(chunk.calls, 1))
+        return spans
 
     def span_cpu(self, phase: str) -> tuple[float, float] | None:
         """(CPU seconds, host seconds) of the worker from each chunk's seeds to its outputs,

@@ -349,7 +349,6 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
             result["times"] = {}
             torch.save(saved, "tensors.pt")
             return
-        _reserve(torch, spec, output_bytes + input_bytes)
         result["threads_before"] = _threads()
         result["torch_threads_before"] = torch.get_num_threads()
         times: dict[str, list[float]] = {}
@@ -559,23 +558,6 @@ class _Stages:
 
 NVTX_RANGE = "maxcode_forward"
 """The NVTX range around the one forward Nsight Compute profiles (role ``kernels``)."""
-
-
-def _reserve(torch: Any, spec: dict[str, Any], call_bytes: int) -> None:
-    """Faults in, before the timed calls, twice the heap a chunk's inputs and outputs take,
-    and hands it back to the allocator (which keeps it: ``MALLOC_TRIM_THRESHOLD_``).
-
-    Otherwise the heap grows during the first chunks and whenever a chunk holds more calls
-    than any before it, and fresh memory is slow to fault in: on this project's VM, 40 MiB
-    never touched took 62-95 ms (huge pages), against 1 ms once touched. Those faults fell
-    inside one side's calls or outside spans: a chunk of three 2 ms calls took 120 ms, and
-    the noise hid work moved outside the calls. Blocks under the mmap threshold, so that
-    they come from the heap and stay there once freed."""
-    need = 2 * min(int(spec.get("chunk_bytes", 0)), int(spec.get("chunk_calls", 0)) * call_bytes)
-    blocks, block = [], 8 << 20
-    for _ in range(-(-need // block)):
-        blocks.append(torch.ones(block, dtype=torch.uint8))
-    del blocks
 
 
 def _forward_under_nvtx(

@@ -149,33 +149,26 @@ class Conversation:
         """Per-call seconds of each chunk of ``phase``, in order."""
         return [chunk.times for chunk in self._phase(phase)]
 
-    def outside(self, phase: str) -> list[float] | None:
-        """Host seconds per call of each chunk of ``phase`` that its in-process times do not
-        account for: the span from the chunk's seeds sent to its outputs received, less the
-        calls' reported seconds (making the inputs, the markers, sending the outputs, and any
-        work a candidate moved there). None when the phase did not complete."""
-        if not self.complete(phase):
-            return None
-        return [
-            (max((chunk.received or 0) - chunk.sent, 0) / 1e9 - sum(chunk.times))
-            / max(chunk.calls, 1)
-            for chunk in self._phase(phase)
-        ]
-
-    def outside_cpu(self, phase: str) -> list[float] | None:
-        """CPU seconds per call the worker spent in each chunk of ``phase`` outside its calls
-        (from the chunk's seeds to its outputs, less between its markers): what
-        ``outside`` measures, without the time other programs held the worker's CPU. None
-        when the phase did not complete or a clock could not be read."""
+    def outside(self, phase: str, clock: str = "host") -> list[float] | None:
+        """Seconds per call of each chunk of ``phase`` outside its calls: from the chunk's
+        seeds sent to its outputs received (making the inputs, the markers, sending the
+        outputs, and any work a candidate moved there), by host time less the calls' reported
+        seconds (``clock`` "host"), or by the worker's CPU clock less its CPU time between the
+        markers ("cpu": without the time other programs held the worker's CPU). None when the
+        phase did not complete or a CPU reading is missing."""
         if not self.complete(phase):
             return None
         spans = []
         for chunk in self._phase(phase):
-            stamps = [chunk.cpu.get(name) for name in ("sent", "begin", "end", "received")]
-            if any(stamp is None for stamp in stamps):
-                return None
-            sent, begin, end, received = (int(stamp or 0) for stamp in stamps)
-            spans.append(((received - sent) - (end - begin)) / 1e9 / max(chunk.calls, 1))
+            if clock == "host":
+                span, inside = max((chunk.received or 0) - chunk.sent, 0), sum(chunk.times)
+            else:
+                stamps = [chunk.cpu.get(name) for name in ("sent", "begin", "end", "received")]
+                if None in stamps:
+                    return None
+                sent, begin, end, received = (int(stamp or 0) for stamp in stamps)
+                span, inside = received - sent, (end - begin) / 1e9
+            spans.append((span / 1e9 - inside) / max(chunk.calls, 1))
         return spans
 
     def span_cpu(self, phase: str) -> tuple[float, float] | None:

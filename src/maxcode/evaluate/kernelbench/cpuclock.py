@@ -71,11 +71,16 @@ def _processes() -> dict[int, _Process]:
     return found
 
 
-def _below(root: int, processes: dict[int, _Process]) -> list[int]:
-    """``root`` and its descendants, breadth first, each parent's children in start order."""
+def _children(processes: dict[int, _Process]) -> dict[int, list[int]]:
+    """Each parent's children, in the order they started."""
     children: dict[int, list[int]] = {}
     for pid in sorted(processes, key=lambda pid: (processes[pid].start, pid)):
         children.setdefault(processes[pid].parent, []).append(pid)
+    return children
+
+
+def _below(root: int, children: dict[int, list[int]]) -> list[int]:
+    """``root`` and its descendants, breadth first, each parent's children in start order."""
     order, at = [root], 0
     while at < len(order):
         order += children.get(order[at], [])
@@ -86,9 +91,10 @@ def _below(root: int, processes: dict[int, _Process]) -> list[int]:
 def find_worker(root: int) -> tuple[int, int] | None:
     """(init, worker) of the sandboxed run started as ``root``; None when not found."""
     processes = _processes()
-    for pid in _below(root, processes):
+    children = _children(processes)
+    for pid in _below(root, children):
         if pid in processes and processes[pid].name == INIT_NAME:
-            first = _below(pid, processes)[1:2]
+            first = children.get(pid, [])[:1]
             return (pid, first[0]) if first else None
     return None
 
@@ -98,7 +104,7 @@ def others_ns(init: int, worker: int) -> int:
     and what the worker, the init and the others reaped of their children (whole ticks)."""
     processes = _processes()
     total = 0
-    for pid in _below(init, processes):
+    for pid in _below(init, _children(processes)):
         total += processes[pid].reaped_ns if pid in processes else 0
         if pid not in (init, worker):
             total += process_cpu_ns(pid) or 0

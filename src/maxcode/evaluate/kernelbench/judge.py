@@ -374,8 +374,8 @@ class Judge:
         if window is None or ours is None or theirs is None:
             self.verdict.flag("timing", "no host time stamps from the candidate's timed calls")
             return []
-        cpu_ours = candidate.conversation.outside_cpu("K")
-        cpu_theirs = reference.conversation.outside_cpu("K")
+        cpu_ours = candidate.conversation.outside("K", "cpu")
+        cpu_theirs = reference.conversation.outside("K", "cpu")
         if cpu_ours is None or cpu_theirs is None:
             self.verdict.flag("timing", "the workers' CPU clocks could not be read")
             return []

@@ -3,10 +3,11 @@
 The KernelBench cheats that do their work while the harness makes the inputs
 (``tests/fixtures/kernelbench/cheats/hook_inputs.py``, ``hook_factory.py``) are caught only
 statistically: the parent compares the two sides' time outside their calls, pair by pair
-(the outside excess), by two clocks, host time and the worker's CPU time. This evaluates one
+(the outside excess), in two parts (making the inputs, sending the outputs), each by two
+clocks, host time and the worker's CPU time. This evaluates one
 fixture ``--runs`` times against full-size ``1_ScaledGELU`` (``--repeats`` calls per side; 24,
 as the test does) and prints per run the verdict (void, charged, or kept), the speedup, the
-low end of its interval (what selection uses) and each clock's excess with its interval;
+low end of its interval (what selection uses) and each excess (ms per call) with its interval;
 then the counts. A "kept" run is a hole. ``--fixture`` takes a cheat's file name, or
 ``identical`` (the reference as its own candidate: how far from 0 honest excesses fall).
 
@@ -25,6 +26,9 @@ sys.path.insert(0, str(REPO / "src"))
 from maxcode.evaluate import Sandbox, evaluate_task  # noqa: E402
 from maxcode.evaluate.kernelbench import judge as judge_module  # noqa: E402
 from maxcode.tasks import load_task  # noqa: E402
+
+PARTS = [(clock, part) for clock in ("host", "cpu") for part in ("inputs", "outputs")]
+"""The order the judge computes the excesses in: per clock, each part of the outside span."""
 
 
 def main() -> int:
@@ -64,8 +68,8 @@ def main() -> int:
         counts[verdict] += 1
         pairs = seen[-1][0] if seen else 0
         shown = []
-        for clock, (_, excess) in zip(("host", "cpu"), seen[-2:]):
-            text = f"{clock} {excess.seconds * 1e3:6.2f} ms"
+        for (clock, part), (_, excess) in zip(PARTS, seen[-len(PARTS) :]):
+            text = f"{clock} {part} {excess.seconds * 1e3:6.2f} ms"
             if excess.low is not None and excess.high is not None:
                 text += f" ({excess.low * 1e3:6.2f} to {excess.high * 1e3:6.2f})"
             shown.append(text)

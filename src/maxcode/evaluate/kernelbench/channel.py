@@ -38,6 +38,10 @@ _JOIN_S = 10.0
 _SOCKET_BYTES = 4 << 20
 
 
+OUTSIDE_PARTS = ("making the inputs", "sending the outputs")
+"""The parts of a chunk's span outside its calls (``Conversation.outside``)."""
+
+
 @dataclass
 class Chunk:
     """Host time stamps (ns, the parent's clock) of one chunk of timed calls."""
@@ -51,14 +55,17 @@ class Chunk:
     """The chunk's seeds were sent (its inputs cannot exist before)."""
     begin: int | None = None
     end: int | None = None
-    received: int | None = None
-    """The chunk's kept outputs arrived."""
+    done: int | None = None
+    """The worker asked for its next chunk, having sent the kept outputs and freed the
+    chunk's memory."""
     times: list[float] = field(default_factory=list)
     """In-process seconds of each call, as the worker reported them."""
     cpu: dict[str, int | None] = field(default_factory=dict)
     """The worker's CPU clock (ns, ``cpuclock``) at ``sent``, ``begin``, ``end`` and
-    ``received``, each read while the worker waits for the parent (or, at ``received``, has
-    nothing left of the chunk to do)."""
+    ``done``, each read while the worker waits for the parent: a process's clock read from
+    outside includes what its running threads did only up to the last scheduler tick or
+    switch, and a fast chunk's calls read at an ``end`` marker the worker had run past
+    showed after it, surely (16-25 us per call of an honest candidate)."""
 
 
 class Conversation:
@@ -136,7 +143,7 @@ class Conversation:
     def complete(self, phase: str) -> bool:
         """``phase`` ran to its end and every chunk was stamped from seeds to outputs."""
         return phase in self._done and all(
-            chunk.begin is not None and chunk.end is not None and chunk.received is not None
+            chunk.begin is not None and chunk.end is not None and chunk.done is not None
             for (name, _), chunk in self.chunks.items()
             if name == phase
         )
@@ -149,30 +156,37 @@ class Conversation:
         """Per-call seconds of each chunk of ``phase``, in order."""
         return [chunk.times for chunk in self._phase(phase)]
 
-    def outside(self, phase: str, clock: str = "host") -> list[float] | None:
-        """Seconds per call of each chunk of ``phase`` outside its calls: from the chunk's
-        seeds sent to its outputs received (making the inputs, the markers, sending the
-        outputs, and any work a candidate moved there), by host time less the calls' reported
-        seconds (``clock`` "host"), or by the worker's CPU clock less its CPU time between the
-        markers ("cpu": without the time other programs held the worker's CPU). None when the
-        phase did not complete or a CPU reading is missing."""
+    def outside(self, phase: str, clock: str = "host") -> dict[str, list[float]] | None:
+        """Seconds per call of each chunk of ``phase`` that its in-process times do not
+        account for, in two parts (``OUTSIDE_PARTS``): making the inputs (the chunk's seeds
+        sent to its begin marker) and the rest (the markers, sending the outputs and freeing
+        the chunk, up to the worker's request for its next chunk), with any work a candidate
+        moved there. ``clock``: "host" (less the calls' reported seconds) or "cpu" (the
+        worker's CPU clock, less its time between the markers: without the time other
+        programs held the worker's CPU). Apart, the quiet part is not drowned in the other's
+        noise: making inputs is the same work on both sides, within a tenth of a millisecond
+        per call, while sending outputs varied by tens of milliseconds per chunk. None when
+        the phase did not complete or a clock could not be read."""
         if not self.complete(phase):
             return None
-        spans = []
+        parts: dict[str, list[float]] = {part: [] for part in OUTSIDE_PARTS}
         for chunk in self._phase(phase):
-            if clock == "host":
-                span, inside = max((chunk.received or 0) - chunk.sent, 0), sum(chunk.times)
-            else:
-                stamps = [chunk.cpu.get(name) for name in ("sent", "begin", "end", "received")]
-                if None in stamps:
-                    return None
-                sent, begin, end, received = (int(stamp or 0) for stamp in stamps)
-                span, inside = received - sent, (end - begin) / 1e9
-            spans.append((span / 1e9 - inside) / max(chunk.calls, 1))
-        return spans
+            stamps: list[int | None] = (
+                [chunk.sent, chunk.begin, chunk.end, chunk.done]
+                if clock == "host"
+                else [chunk.cpu.get(name) for name in ("sent", "begin", "end", "done")]
+            )
+            if None in stamps:
+                return None
+            sent, begin, end, done = (int(stamp or 0) for stamp in stamps)
+            calls = max(chunk.calls, 1)
+            inside = sum(chunk.times) if clock == "host" else (end - begin) / 1e9
+            parts[OUTSIDE_PARTS[0]].append((begin - sent) / 1e9 / calls)
+            parts[OUTSIDE_PARTS[1]].append(((done - begin) / 1e9 - inside) / calls)
+        return parts
 
     def span_cpu(self, phase: str) -> tuple[float, float] | None:
-        """(CPU seconds, host seconds) of the worker from each chunk's seeds to its outputs,
+        """(CPU seconds, host seconds) of the worker from each chunk's seeds to its end,
         summed over the chunks of ``phase``; None when the phase did not complete or a clock
         was not read. The CPU readings fall inside the host stamps, so a process on one CPU
         cannot show more CPU time than host time."""
@@ -180,10 +194,10 @@ class Conversation:
             return None
         cpu = host = 0
         for chunk in self._phase(phase):
-            sent, received = chunk.cpu.get("sent"), chunk.cpu.get("received")
-            if sent is None or received is None:
+            sent, done = chunk.cpu.get("sent"), chunk.cpu.get("done")
+            if sent is None or done is None:
                 return None
-            cpu, host = cpu + received - sent, host + (chunk.received or 0) - chunk.sent
+            cpu, host = cpu + done - sent, host + (chunk.done or 0) - chunk.sent
         return cpu / 1e9, host / 1e9
 
     def others_s(self) -> float | None:
@@ -292,8 +306,6 @@ class Conversation:
         else:
             assert isinstance(message, Outputs)
             self._outputs(message, chunk, stream)
-            chunk.cpu["received"] = self._cpu()
-            chunk.received = time.perf_counter_ns()
             self._current = (phase, number + 1, "next")
             self.schedule.finish(self.side, phase, chunk.times)
 
@@ -307,6 +319,10 @@ class Conversation:
                 raise ValueError("a phase starts at chunk 0")
         elif self._current[:2] != (message.phase, message.chunk):
             raise ValueError("'next' out of order")
+        else:
+            # The worker asks once it is done with the chunk before (it is blocked now).
+            before = self.chunks[(message.phase, message.chunk - 1)]
+            before.done, before.cpu["done"] = asked, self._cpu()
         if message.phase == "K" and message.chunk == 0:
             self._others()
         calls = self.schedule.grant(self.side, message.phase, message.chunk)
@@ -360,7 +376,7 @@ class Conversation:
                 if self._received_bytes > self.plan.byte_budget():
                     raise ValueError("more output bytes than the reference's outputs take")
                 # Read straight into the tensor's memory: one copy, so that the time from a
-                # chunk's end to its outputs received (inside its span) is mostly the worker's.
+                # chunk's end marker to its outputs received is mostly the worker's.
                 flat = torch.empty(size, dtype=torch.uint8)
                 if size and _read_into(stream, flat.numpy().data) != size:
                     raise ValueError("an output cut short")

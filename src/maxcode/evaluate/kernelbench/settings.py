@@ -88,7 +88,12 @@ class KernelBenchSettings:
 
     def worker_timing(self) -> dict[str, Any]:
         """The worker's timing settings (how the calls are timed is the parent's to say)."""
-        return {"warmup": 10 if self.device == "cuda" else 3, "warmup_s": WARMUP_S}
+        return {
+            "warmup": 10 if self.device == "cuda" else 3,
+            "warmup_s": WARMUP_S,
+            "chunk_calls": CHUNK,
+            "chunk_bytes": CHUNK_BYTES,
+        }
 
     def stopping(self) -> Stopping:
         """How many timed calls: CUDA takes at least 100, as KernelBench does; the timing

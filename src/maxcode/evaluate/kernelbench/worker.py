@@ -349,6 +349,7 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
             result["times"] = {}
             torch.save(saved, "tensors.pt")
             return
+        _reserve(torch, spec, output_bytes + input_bytes)
         result["threads_before"] = _threads()
         result["torch_threads_before"] = torch.get_num_threads()
         times: dict[str, list[float]] = {}
@@ -558,6 +559,23 @@ class _Stages:
 
 NVTX_RANGE = "maxcode_forward"
 """The NVTX range around the one forward Nsight Compute profiles (role ``kernels``)."""
+
+
+def _reserve(torch: Any, spec: dict[str, Any], call_bytes: int) -> None:
+    """Faults in, before the timed calls, twice the heap a chunk's inputs and outputs take,
+    and hands it back to the allocator (which keeps it: ``MALLOC_TRIM_THRESHOLD_``).
+
+    Otherwise the heap grows during the first chunks and whenever a chunk holds more calls
+    than any before it, and fresh memory is slow to fault in: on this project's VM, 40 MiB
+    never touched took 62-95 ms (huge pages), against 1 ms once touched. Those faults fell
+    inside one side's calls or outside spans: a chunk of three 2 ms calls took 120 ms, and
+    the noise hid work moved outside the calls. Blocks under the mmap threshold, so that
+    they come from the heap and stay there once freed."""
+    need = 2 * min(int(spec.get("chunk_bytes", 0)), int(spec.get("chunk_calls", 0)) * call_bytes)
+    blocks, block = [], 8 << 20
+    for _ in range(-(-need // block)):
+        blocks.append(torch.ones(block, dtype=torch.uint8))
+    del blocks
 
 
 def _forward_under_nvtx(
@@ -892,29 +910,38 @@ class _Timing:
                 times.append(self._call(model, given, flush))
                 outputs.append(self.last)
                 self.last = None
+            # Waits for the answer at once: the parent reads this process's CPU clock while
+            # it is blocked (a process's clock read from outside lags up to a scheduler tick
+            # while it runs, which put a fast chunk's calls after its end marker).
             self.channel.send({"m": "end", **where, "times": times})
-            samples += times
-            del batch, pads
             wanted = self.channel.receive()["keep"]
-            items, payloads = [], []
-            for position in wanted:
-                values = self.keep(outputs[int(position)])
-                described = []
-                for value in values:
-                    host = value.detach().to("cpu").contiguous()
-                    raw = host.reshape(-1).view(torch.uint8).numpy() if host.numel() else b""
-                    described.append(
-                        {
-                            "dtype": str(host.dtype).removeprefix("torch."),
-                            "shape": list(host.shape),
-                            "nbytes": len(memoryview(raw).cast("B")) if host.numel() else 0,
-                        }
-                    )
-                    payloads.append(raw)
-                items.append({"position": int(position), "tensors": described})
-            self.channel.send({"m": "outputs", **where, "items": items}, payloads)
-            del outputs, payloads
+            samples += times
+            del batch, pads, given
+            self._send_outputs(outputs, wanted, where)
+            # Freed before the next chunk is asked for, so that the freeing is the chunk's
+            # (the parent reads the clock that ends the chunk when that request comes).
+            del outputs
             chunk += 1
+
+    def _send_outputs(self, outputs: list[Any], wanted: list[int], where: dict[str, Any]) -> None:
+        """Sends the outputs of the chunk's calls at ``wanted`` (their positions in it)."""
+        torch = self.torch
+        items, payloads = [], []
+        for position in wanted:
+            described = []
+            for value in self.keep(outputs[int(position)]):
+                host = value.detach().to("cpu").contiguous()
+                raw = host.reshape(-1).view(torch.uint8).numpy() if host.numel() else b""
+                described.append(
+                    {
+                        "dtype": str(host.dtype).removeprefix("torch."),
+                        "shape": list(host.shape),
+                        "nbytes": len(memoryview(raw).cast("B")) if host.numel() else 0,
+                    }
+                )
+                payloads.append(raw)
+            items.append({"position": int(position), "tensors": described})
+        self.channel.send({"m": "outputs", **where, "items": items}, payloads)
 
     def _call(self, model: Callable[..., Any], given: list[Any], flush: Any) -> float:
         """One timed call (its output left in ``self.last``)."""

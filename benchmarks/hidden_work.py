@@ -46,8 +46,8 @@ def main() -> int:
     seen = []
     real = judge_module.paired_excess
 
-    def recorded(reference: list[float], candidate: list[float]):  # type: ignore[no-untyped-def]
-        excess = real(reference, candidate)
+    def recorded(reference: list[float], candidate: list[float], spread: float = 0.0):  # type: ignore[no-untyped-def]
+        excess = real(reference, candidate, spread)
         seen.append((len(reference), excess))
         return excess
 

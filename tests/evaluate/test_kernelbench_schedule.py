@@ -19,6 +19,7 @@ from maxcode.evaluate.kernelbench.schedule import (
     paired_speedup,
     t_quantile,
 )
+from maxcode.evaluate.kernelbench.settings import OUTSIDE_BIAS
 
 
 def test_the_paired_estimate_is_a_geometric_mean_of_chunk_median_ratios() -> None:
@@ -194,3 +195,18 @@ def test_outside_time_is_compared_pair_by_pair() -> None:
     hidden = paired_excess(drifting, [value + 5 + n % 2 for n, value in enumerate(drifting)])
     assert hidden.seconds == 5.5 and hidden.low is not None and hidden.low > 0
     assert paired_excess([], []).low is None and paired_excess([1.0], [2.0]).seconds == 1.0
+
+
+def test_a_process_bias_widens_the_outside_excess_in_proportion_to_the_reference() -> None:
+    """A steady 7% difference in making 120 ms of inputs is sure from the pairs alone, not
+    once a process term relative to the reference's time (``OUTSIDE_BIAS``) is added; hidden
+    work that dwarfs the term stays sure."""
+    reference = [120.0 + n % 3 for n in range(10)]
+    biased = [value * 1.07 for value in reference]
+    pairs_alone = paired_excess(reference, biased)
+    assert pairs_alone.low is not None and pairs_alone.low > 0
+    widened = paired_excess(reference, biased, OUTSIDE_BIAS)
+    assert widened.seconds == pairs_alone.seconds
+    assert widened.low is not None and widened.low < 0 < widened.seconds
+    hidden = paired_excess(reference, [value + 40.0 for value in reference], OUTSIDE_BIAS)
+    assert hidden.low is not None and hidden.low > 0

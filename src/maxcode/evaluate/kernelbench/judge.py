@@ -41,6 +41,7 @@ from maxcode.evaluate.kernelbench.schedule import (
 from maxcode.evaluate.kernelbench.settings import (
     CHECK_SEEDS,
     DEFAULT_TOLERANCE,
+    OUTSIDE_BIAS,
     PROCESS_BIAS,
     KernelBenchSettings,
 )
@@ -411,7 +412,7 @@ class Judge:
             )
             return []
         excesses = [
-            (part, clock, paired_excess(theirs[part], ours[part]))
+            (part, clock, paired_excess(theirs[part], ours[part], OUTSIDE_BIAS))
             for clock, (theirs, ours) in spans.items()
             if theirs is not None and ours is not None  # (checked above; for the type checker)
             for part in OUTSIDE_PARTS

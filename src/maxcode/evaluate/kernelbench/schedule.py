@@ -134,12 +134,16 @@ class PairedExcess:
     high: float | None
 
 
-def paired_excess(reference: list[float], candidate: list[float]) -> PairedExcess:
+def paired_excess(
+    reference: list[float], candidate: list[float], spread: float = 0.0
+) -> PairedExcess:
     """The difference, chunk pair by chunk pair, of the two sides' host seconds per call
     outside their timed calls (``Conversation.outside``): the same inputs are made and the
     same outputs sent on both sides, so it is about 0 unless the candidate moved work there.
     The same estimator as the speedup's (warm-up pair left out, trimmed mean, Yuen's
-    interval), so a pair a burst hit on one side moves it little."""
+    interval), so a pair a burst hit on one side moves it little. ``spread``: a bias that
+    lasts a whole process, relative to the reference's time (``OUTSIDE_BIAS``), added to
+    the interval in quadrature, as ``PairedEstimate.with_process_bias`` does."""
     differences = [cand - ref for ref, cand in zip(reference, candidate)]
     if not differences:
         return PairedExcess(0.0, None, None)
@@ -148,6 +152,7 @@ def paired_excess(reference: list[float], candidate: list[float]) -> PairedExces
     centre, half = trimmed_interval(differences)
     if half is None:
         return PairedExcess(centre, None, None)
+    half = math.hypot(half, _Z975 * spread * abs(statistics.median(reference)))
     return PairedExcess(centre, centre - half, centre + half)
 
 
@@ -282,12 +287,22 @@ class TimedPlan:
         """The kept positions of K chunk ``chunk`` (drawn the first time it is asked)."""
         first, calls = self.first(chunk), self.chunks[chunk]
         if chunk not in self._kept_chunks:
-            self._kept_chunks.add(chunk)
             if self.keep_all:
                 self.keep.update(range(first, first + calls))
-            elif len(self.keep) < max(SAMPLED_OUTPUTS, KEEP_BYTES // max(self.output_bytes, 1)):
+            elif self.kept_calls(chunk, calls):
                 self.keep.add(first + self._draw.randrange(calls))
+            self._kept_chunks.add(chunk)
         return [p for p in range(first, first + calls) if p in self.keep]
+
+    def kept_calls(self, chunk: int, calls: int) -> int:
+        """How many outputs K chunk ``chunk`` of ``calls`` calls will keep (which ones are
+        drawn after the calls ran)."""
+        if chunk in self._kept_chunks:
+            first = self.first(chunk)
+            return sum(1 for position in range(first, first + calls) if position in self.keep)
+        if self.keep_all:
+            return calls
+        return int(len(self.keep) < max(SAMPLED_OUTPUTS, KEEP_BYTES // max(self.output_bytes, 1)))
 
     def kept(self, position: int) -> bool:
         return position in self.keep

@@ -570,7 +570,15 @@ def _reserve(torch: Any, spec: dict[str, Any], call_bytes: int) -> None:
     never touched took 62-95 ms (huge pages), against 1 ms once touched. Those faults fell
     inside one side's calls or outside spans: a chunk of three 2 ms calls took 120 ms, and
     the noise hid work moved outside the calls. Blocks under the mmap threshold, so that
-    they come from the heap and stay there once freed."""
+    they come from the heap and stay there once freed.
+
+    Not when a call's inputs and outputs take more than ``reserve_call_bytes``: freed, the
+    blocks make one free chunk that serves even requests above the mmap threshold, while it
+    has room. Then a call's 43 MB output came from it in some workers and from fresh pages
+    in others, 10.5 against 15.5 ms a call for the whole process (identical
+    ``level1/5_Matrix_scalar_multiplication`` candidates at 1.58-1.81)."""
+    if call_bytes > int(spec.get("reserve_call_bytes", 0)):
+        return
     need = 2 * min(int(spec.get("chunk_bytes", 0)), int(spec.get("chunk_calls", 0)) * call_bytes)
     blocks, block = [], 8 << 20
     for _ in range(-(-need // block)):

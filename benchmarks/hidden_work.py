@@ -25,10 +25,11 @@ sys.path.insert(0, str(REPO / "src"))
 
 from maxcode.evaluate import Sandbox, evaluate_task  # noqa: E402
 from maxcode.evaluate.kernelbench import judge as judge_module  # noqa: E402
+from maxcode.evaluate.kernelbench.channel import OUTSIDE_PARTS  # noqa: E402
 from maxcode.tasks import load_task  # noqa: E402
 
-PARTS = [(clock, part) for clock in ("host", "cpu") for part in ("inputs", "outputs")]
-"""The order the judge computes the excesses in: per clock, each part of the outside span."""
+PARTS = [(clock, part.split()[-1]) for part in OUTSIDE_PARTS for clock in ("host", "cpu")]
+"""The order the judge computes the excesses in: per part of the outside span, each clock."""
 
 
 def main() -> int:

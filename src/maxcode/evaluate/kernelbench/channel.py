@@ -399,7 +399,7 @@ class Conversation:
                     raise ValueError("more output bytes than the reference's outputs take")
                 # Read straight into the tensor's memory: one copy, so that the time from a
                 # chunk's end marker to its outputs received is mostly the worker's.
-                landing, chunk.landing = chunk.landing, None
+                landing = chunk.landing
                 if (
                     landing is not None
                     and landing.numel() >= size

@@ -292,18 +292,13 @@ class Judge:
             # nothing would verify.)
             cost = likely_cost = 0.0
             likely: tuple[str, str, PairedExcess] | None = None
-            for part in OUTSIDE_PARTS:
-                mine = [item for item in excesses if item[0] == part]
-                sure = [
-                    excess.seconds
-                    for _, _, excess in mine
-                    if excess.low is not None and excess.low > 0
-                ]
+            for part, by_clock in excesses.items():
+                sure = [e.seconds for e in by_clock.values() if e.low is not None and e.low > 0]
                 cost += max(sure, default=0.0)
-                most = max(mine, key=lambda item: item[2].seconds)
-                likely_cost += max(most[2].seconds, 0.0)
-                if likely is None or most[2].seconds > likely[2].seconds:
-                    likely = most
+                clock, most = max(by_clock.items(), key=lambda item: item[1].seconds)
+                likely_cost += max(most.seconds, 0.0)
+                if likely is None or most.seconds > likely[2].seconds:
+                    likely = (part, clock, most)
             speedup, candidate_cost = charged(speedup, cost), candidate_cost + cost
             if interval is not None:
                 interval = (charged(interval[0], likely_cost), charged(interval[1], cost))
@@ -367,7 +362,7 @@ class Judge:
 
     def _host_check(
         self, reference: Side, candidate: Side, timings: dict[str, TimingStats]
-    ) -> list[tuple[str, str, PairedExcess]]:
+    ) -> dict[str, dict[str, PairedExcess]]:
         """In-process timings must account for the host time the parent saw. Two views: the
         markers around each chunk's calls (net of the harness's own cost per call) against
         the claimed median (a clock that lies is void), and the whole span from a chunk's
@@ -377,7 +372,7 @@ class Judge:
         host time (sees work of any kind, GPU work and other processes on the worker's CPU
         included, with the noise of everything else the machine runs) and the worker's CPU
         time (every thread of the worker's process on any CPU, little of the load's noise).
-        Returns each (part, clock, excess per call), which the caller charges to the
+        Returns the excesses per call by part and clock, which the caller charges to the
         candidate (none when the verdict is void already). An excess surely above the work
         claimed (the interval's low end) is also void: most of the work was hidden. No
         stamps, no reward."""
@@ -394,10 +389,10 @@ class Judge:
         }
         if window is None or None in spans["host time"]:
             self.verdict.flag("timing", "no host time stamps from the candidate's timed calls")
-            return []
+            return {}
         if None in spans["CPU time"]:
             self.verdict.flag("timing", "the workers' CPU clocks could not be read")
-            return []
+            return {}
         # Like with like: a chunk's mean claimed time (an honest call the scheduler held up
         # is in both; the median of the calls is not) against its markers, chunk medians.
         claimed_means = statistics.median(
@@ -410,21 +405,20 @@ class Judge:
                 f"in-process timings disagree with host time ({claimed_means * 1e3:.3f} ms "
                 f"claimed, {window * 1e3:.3f} ms seen per call)",
             )
-            return []
-        excesses = [
-            (part, clock, paired_excess(theirs[part], ours[part], OUTSIDE_BIAS))
-            for clock, (theirs, ours) in spans.items()
-            if theirs is not None and ours is not None  # (checked above; for the type checker)
+            return {}
+        excesses = {
+            part: {
+                clock: paired_excess(theirs[part], ours[part], OUTSIDE_BIAS)
+                for clock, (theirs, ours) in spans.items()
+                if theirs is not None and ours is not None  # (checked above; for mypy)
+            }
             for part in OUTSIDE_PARTS
-        ]
+        }
         # Surely hidden, per part by the clock that sees more (95% low ends), the parts added:
         # work split between making the inputs and sending the outputs counts whole.
         lows = {
-            part: max(
-                (excess.low for named, _, excess in excesses if named == part and excess.low),
-                default=0.0,
-            )
-            for part in OUTSIDE_PARTS
+            part: max((e.low for e in by_clock.values() if e.low), default=0.0)
+            for part, by_clock in excesses.items()
         }
         hidden = sum(max(low, 0.0) for low in lows.values())
         if _too_fast(claimed, claimed + hidden, calls, SPAN_SLACK_S / max(self.plan.chunk, 1)):

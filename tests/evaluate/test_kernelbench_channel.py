@@ -93,3 +93,57 @@ def test_the_harness_cost_is_the_least_identity_chunk_not_one_the_parent_stamped
     assert median is not None and least is not None
     assert median >= LATE_S / calls / 2 - 1e-9
     assert least < LATE_S / calls / 2
+
+
+def _unshapeable_worker(fd: int, answers: list[object]) -> None:
+    """A candidate's worker that speaks the protocol up to its first kept output, then sends a
+    header whose shape validates (sizes of at least 0, 0 bytes) but that torch cannot shape;
+    it records every answer it gets after that, up to the end of the stream."""
+    with socket.socket(fileno=os.dup(fd)) as channel:
+        stream = channel.makefile("rb")
+
+        def send(message: dict[str, object]) -> None:
+            channel.sendall((json.dumps(message) + "\n").encode())
+
+        send({"m": "ready", "estimate_s": 1e-6, "output_bytes": 4, "input_bytes": 4})
+        stream.readline()  # the check seeds
+        for chunk in range(64):
+            send({"m": "next", "phase": "K", "chunk": chunk})
+            seeds = json.loads(stream.readline())["seeds"]
+            if not seeds:
+                return
+            send({"m": "begin", "phase": "K", "chunk": chunk})
+            stream.readline()
+            send({"m": "end", "phase": "K", "chunk": chunk, "times": [1e-6] * len(seeds)})
+            kept = json.loads(stream.readline())["keep"]
+            header = {"dtype": "float32", "shape": [0, 10**30], "nbytes": 0}
+            items = [{"position": position, "tensors": [header]} for position in kept]
+            send({"m": "outputs", "phase": "K", "chunk": chunk, "items": items})
+            if kept:
+                answers.extend(json.loads(line) for line in iter(stream.readline, b""))
+                return
+
+
+def test_an_error_of_any_kind_in_a_worker_s_message_ends_its_conversation_at_once() -> None:
+    # torch raised TypeError on this header; the serving thread caught only ValueError and
+    # OSError, so it died without a word and the worker waited on its descriptor until the
+    # candidate's time limit (an evaluation seen stuck for over 10 minutes).
+    schedule = Schedule(TimedPlan(), Stopping(trials=8))
+    reference = Conversation(schedule, REFERENCE, [1, 2, 3], ("K", "O"))
+    candidate = Conversation(schedule, CANDIDATE, [1, 2, 3], ("K",))
+    answers: list[object] = []
+    workers = [
+        threading.Thread(target=_worker, args=(reference.worker_fd, ("K", "O"), set())),
+        threading.Thread(target=_unshapeable_worker, args=(candidate.worker_fd, answers)),
+    ]
+    for worker in workers:
+        worker.start()
+    workers[1].join(timeout=30)
+    assert not workers[1].is_alive(), "the candidate's worker was left waiting"
+    workers[0].join(timeout=30)
+    reference.close()
+    candidate.close()
+    assert candidate.problem is not None and "broke the protocol" in candidate.problem
+    assert len(answers) == 1 and isinstance(answers[0], dict) and "refused" in answers[0]
+    # The other side is not held up by the broken one.
+    assert reference.problem is None and not workers[0].is_alive()

@@ -248,10 +248,14 @@ class Conversation:
                 if not line.endswith(b"\n"):
                     raise ValueError("a message longer than any the harness sends")
                 self._handle(parse_message(line), stream)
-        except (ValueError, OSError) as error:
-            self.problem = f"the worker's conversation broke the protocol: {error}"
+        except Exception as error:
+            # Any error is the worker's doing (its messages are all this thread reads): a
+            # header torch cannot shape raised TypeError here, and a thread that died without
+            # answering left the worker waiting on its descriptor until the time limit.
+            reason = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+            self.problem = f"the worker's conversation broke the protocol: {reason}"
             try:
-                self._send({"refused": str(error)[:200]})
+                self._send({"refused": reason})
                 self._ours.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass

@@ -23,8 +23,16 @@ LATE_S = 0.03
 """How long the scripted reference holds its first two identity chunks between their markers."""
 
 
-def _worker(fd: int, phases: tuple[str, ...], late: set[tuple[str, int]]) -> None:
-    """A worker that times nothing: every call reports 1 us and outputs one float32."""
+def _worker(
+    fd: int,
+    phases: tuple[str, ...],
+    late: set[tuple[str, int]],
+    header: dict[str, object] | None = None,
+    answers: list[object] | None = None,
+) -> None:
+    """A worker that times nothing: every call reports 1 us and outputs one float32. With
+    ``header``, its first kept output is sent with that header and no bytes, and it records
+    every answer it gets after that in ``answers``, up to the end of the stream."""
     with socket.socket(fileno=os.dup(fd)) as channel:
         stream = channel.makefile("rb")
 
@@ -51,17 +59,16 @@ def _worker(fd: int, phases: tuple[str, ...], late: set[tuple[str, int]]) -> Non
                 send({"m": "end", "phase": phase, "chunk": chunk, "times": [1e-6] * len(seeds)})
                 kept = answer()["keep"]
                 assert isinstance(kept, list)
-                items = [
-                    {
-                        "position": position,
-                        "tensors": [{"dtype": "float32", "shape": [1], "nbytes": 4}],
-                    }
-                    for position in kept
-                ]
+                tensor = header or {"dtype": "float32", "shape": [1], "nbytes": 4}
+                items = [{"position": position, "tensors": [tensor]} for position in kept]
                 send(
                     {"m": "outputs", "phase": phase, "chunk": chunk, "items": items},
-                    b"".join(struct.pack("f", 1.0) for _ in kept),
+                    b"" if header else b"".join(struct.pack("f", 1.0) for _ in kept),
                 )
+                if header and kept:
+                    assert answers is not None
+                    answers.extend(json.loads(line) for line in iter(stream.readline, b""))
+                    return
                 chunk += 1
 
 
@@ -95,35 +102,6 @@ def test_the_harness_cost_is_the_least_identity_chunk_not_one_the_parent_stamped
     assert least < LATE_S / calls / 2
 
 
-def _unshapeable_worker(fd: int, answers: list[object]) -> None:
-    """A candidate's worker that speaks the protocol up to its first kept output, then sends a
-    header whose shape validates (sizes of at least 0, 0 bytes) but that torch cannot shape;
-    it records every answer it gets after that, up to the end of the stream."""
-    with socket.socket(fileno=os.dup(fd)) as channel:
-        stream = channel.makefile("rb")
-
-        def send(message: dict[str, object]) -> None:
-            channel.sendall((json.dumps(message) + "\n").encode())
-
-        send({"m": "ready", "estimate_s": 1e-6, "output_bytes": 4, "input_bytes": 4})
-        stream.readline()  # the check seeds
-        for chunk in range(64):
-            send({"m": "next", "phase": "K", "chunk": chunk})
-            seeds = json.loads(stream.readline())["seeds"]
-            if not seeds:
-                return
-            send({"m": "begin", "phase": "K", "chunk": chunk})
-            stream.readline()
-            send({"m": "end", "phase": "K", "chunk": chunk, "times": [1e-6] * len(seeds)})
-            kept = json.loads(stream.readline())["keep"]
-            header = {"dtype": "float32", "shape": [0, 10**30], "nbytes": 0}
-            items = [{"position": position, "tensors": [header]} for position in kept]
-            send({"m": "outputs", "phase": "K", "chunk": chunk, "items": items})
-            if kept:
-                answers.extend(json.loads(line) for line in iter(stream.readline, b""))
-                return
-
-
 def test_an_error_of_any_kind_in_a_worker_s_message_ends_its_conversation_at_once() -> None:
     # torch raised TypeError on this header; the serving thread caught only ValueError and
     # OSError, so it died without a word and the worker waited on its descriptor until the
@@ -131,10 +109,14 @@ def test_an_error_of_any_kind_in_a_worker_s_message_ends_its_conversation_at_onc
     schedule = Schedule(TimedPlan(), Stopping(trials=8))
     reference = Conversation(schedule, REFERENCE, [1, 2, 3], ("K", "O"))
     candidate = Conversation(schedule, CANDIDATE, [1, 2, 3], ("K",))
+    # Sizes of at least 0 and 0 bytes: the header validates, but torch cannot shape it.
+    unshapeable: dict[str, object] = {"dtype": "float32", "shape": [0, 10**30], "nbytes": 0}
     answers: list[object] = []
     workers = [
         threading.Thread(target=_worker, args=(reference.worker_fd, ("K", "O"), set())),
-        threading.Thread(target=_unshapeable_worker, args=(candidate.worker_fd, answers)),
+        threading.Thread(
+            target=_worker, args=(candidate.worker_fd, ("K",), set(), unshapeable, answers)
+        ),
     ]
     for worker in workers:
         worker.start()

@@ -29,6 +29,7 @@ from maxcode.evaluate.kernelbench.evidence import (
     Next,
     Outputs,
     Ready,
+    first_line,
     parse_message,
 )
 from maxcode.evaluate.kernelbench.schedule import REFERENCE, Schedule, TimedPlan
@@ -252,7 +253,7 @@ class Conversation:
             # Any error is the worker's doing (its messages are all this thread reads): a
             # header torch cannot shape raised TypeError here, and a thread that died without
             # answering left the worker waiting on its descriptor until the time limit.
-            reason = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+            reason = first_line(error)
             self.problem = f"the worker's conversation broke the protocol: {reason}"
             try:
                 self._send({"refused": reason})
@@ -374,9 +375,7 @@ class Conversation:
             or (size := self.plan.kept_calls(chunk, calls) * self.plan.output_bytes) <= 0
         ):
             return None
-        landing = torch.empty(size, dtype=torch.uint8)
-        landing.fill_(0)
-        return landing
+        return torch.zeros(size, dtype=torch.uint8)
 
     def _outputs(self, message: Outputs, chunk: Chunk, stream: Any) -> None:
         import torch

@@ -89,7 +89,7 @@ def read_report(path: Path) -> WorkerReport | str | None:
         raw = json.loads(path.read_text(encoding="utf-8", errors="replace"))
         return WorkerReport.model_validate(raw)
     except (json.JSONDecodeError, ValidationError) as error:
-        return f"the worker's report is malformed ({_first_line(error)})"
+        return f"the worker's report is malformed ({first_line(error)})"
 
 
 def read_tensors(path: Path) -> dict[str, list[list[Any]]] | str:
@@ -104,7 +104,7 @@ def read_tensors(path: Path) -> dict[str, list[list[Any]]] | str:
         # weights_only: plain tensors and containers only, whatever the file claims to hold.
         loaded = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:
-        return f"unreadable outputs ({_first_line(error)})"
+        return f"unreadable outputs ({first_line(error)})"
     if not isinstance(loaded, dict):
         return "the outputs file holds no record"
     tensors: dict[str, list[list[Any]]] = {}
@@ -120,7 +120,8 @@ def read_tensors(path: Path) -> dict[str, list[list[Any]]] | str:
     return tensors
 
 
-def _first_line(error: Exception) -> str:
+def first_line(error: Exception) -> str:
+    """The error's first line, bounded (its type's name when it says nothing)."""
     return (str(error).splitlines() or [type(error).__name__])[0][:200]
 
 
@@ -199,4 +200,4 @@ def parse_message(line: bytes) -> Ready | Next | Marker | End | Outputs:
     try:
         return MESSAGE.validate_json(line)
     except ValidationError as error:
-        raise ValueError(f"a malformed message ({_first_line(error)})") from None
+        raise ValueError(f"a malformed message ({first_line(error)})") from None

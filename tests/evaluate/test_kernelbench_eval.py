@@ -251,6 +251,20 @@ def test_the_timed_processes_run_with_one_fixed_address_layout(
     assert not judge(layout_aware, problem, repeats=2).correct
 
 
+def test_large_tensors_start_on_a_page_boundary_in_the_timed_processes(tmp_path: Path) -> None:
+    """Where a large buffer falls within its page was drawn per process and made a bias
+    that lasts a whole worker (runner ``_environment``): tensors of 2 MiB and more
+    start on a page boundary, the inputs the worker makes and the candidate's own outputs
+    alike. This candidate is right only when both do."""
+    problem = write_problem(tmp_path, "return torch.relu(x)", inputs="[torch.randn(1024, 1024)]")
+    page_aware = model_new(
+        "y = torch.relu(x)\n"
+        "        aligned = x.data_ptr() % 4096 == 0 and y.data_ptr() % 4096 == 0\n"
+        "        return y if aligned else y + 1"
+    )
+    assert judge(page_aware, problem, repeats=2).correct
+
+
 def test_a_candidate_that_never_returns_is_killed(tmp_path: Path) -> None:
     problem = write_problem(tmp_path, "return torch.relu(x)")
     feedback = judge(model_new("while True:\n            pass"), problem, timeout_s=6)

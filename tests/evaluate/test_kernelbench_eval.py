@@ -251,18 +251,30 @@ def test_the_timed_processes_run_with_one_fixed_address_layout(
     assert not judge(layout_aware, problem, repeats=2).correct
 
 
-def test_large_tensors_start_on_a_page_boundary_in_the_timed_processes(tmp_path: Path) -> None:
-    """Where a large buffer falls within its page was drawn per process and made a bias
-    that lasts a whole worker (runner ``_environment``): tensors of 2 MiB and more
-    start on a page boundary, the inputs the worker makes and the candidate's own outputs
-    alike. This candidate is right only when both do."""
+def test_large_tensors_start_on_a_page_boundary_of_a_4_kib_page(tmp_path: Path) -> None:
+    """Where a large buffer falls within its page, and whether a process got huge pages, were
+    drawn per process and made biases that last a whole worker (runner ``_environment``,
+    worker ``_no_huge_pages``): tensors of 2 MiB and more start on a page boundary, the
+    inputs the worker makes and the candidate's own outputs alike, and the process takes no
+    transparent huge pages. This candidate is right only when all of that holds."""
     problem = write_problem(tmp_path, "return torch.relu(x)", inputs="[torch.randn(1024, 1024)]")
     page_aware = model_new(
         "y = torch.relu(x)\n"
         "        aligned = x.data_ptr() % 4096 == 0 and y.data_ptr() % 4096 == 0\n"
-        "        return y if aligned else y + 1"
+        "        status = open('/proc/self/status').read()\n"
+        "        small = 'THP_enabled:\\t0' in status or 'THP_enabled' not in status\n"
+        "        return y if aligned and small else y + 1"
     )
     assert judge(page_aware, problem, repeats=2).correct
+
+
+def test_a_candidate_that_turns_huge_pages_back_on_is_void() -> None:
+    settings = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if not settings.is_file() or "[never]" in settings.read_text():
+        pytest.skip("this system gives no process transparent huge pages")
+    feedback = judge(CHEATS / "huge_pages.py")
+    assert feedback.correct and feedback.speedup == 0.0
+    assert feedback.suspect is not None and feedback.suspect.startswith("memory:"), feedback.flags
 
 
 def test_a_candidate_that_never_returns_is_killed(tmp_path: Path) -> None:

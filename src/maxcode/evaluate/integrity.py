@@ -65,6 +65,12 @@ RULES: dict[str, Rule] = {
         Rule("parallel", "void", "more CPU than the budget (CPU time of all processes vs wall)"),
         Rule("threads", "void", "threads started, or torch's thread count changed, while timed"),
         Rule(
+            "memory",
+            "void",
+            "the candidate's process ran on memory the reference's was not given (huge pages "
+            "turned back on, KernelBench)",
+        ),
+        Rule(
             "timing",
             "void",
             "in-process timings and the parent's clock disagree, or no clock evidence",

@@ -355,10 +355,6 @@ class Sandbox:
             if devices:
                 # GPU drivers read the PCI and NUMA topology from sysfs.
                 command += ["--ro-bind-try", "/sys", "/sys"]
-            else:
-                # glibc's malloc reads the transparent huge page settings from sysfs before it
-                # asks for huge pages (``glibc.malloc.hugetlb``): read-only, those files only.
-                command += ["--ro-bind-try", _THP_SETTINGS, _THP_SETTINGS]
             # Nothing but the bound folders stays writable: no /tmp or /dev/shm shared by runs.
             command += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", "/"]
             bound = [Path(path).resolve() for path in [*readonly, *writable]]
@@ -809,9 +805,6 @@ def _head_and_tail(path: Path) -> str:
         + f"\n… ({skipped} bytes skipped) …\n"
         + tail.decode("utf-8", errors="replace")
     )
-
-
-_THP_SETTINGS = "/sys/kernel/mm/transparent_hugepage"
 
 
 def _looks_out_of_memory(signal_number: int | None, stderr: str) -> bool:

@@ -22,7 +22,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from maxcode.evaluate.kernelbench.cpuclock import find_worker, others_ns, process_cpu_ns
+from maxcode.evaluate.kernelbench.cpuclock import (
+    HugePages,
+    find_worker,
+    huge_pages,
+    others_ns,
+    process_cpu_ns,
+)
 from maxcode.evaluate.kernelbench.evidence import (
     End,
     Marker,
@@ -109,6 +115,8 @@ class Conversation:
         self.others: list[int] = []
         """CPU ns of the run's other processes when the timed calls (phase K) began and
         ended (``cpuclock.others_ns``; the candidate's run only)."""
+        self.huge_pages: HugePages | None = None
+        """The worker's huge pages when its timed calls (phase K) ended."""
         self._done: list[str] = []
         self._current: tuple[str, int, str] | None = None
         self._received_bytes = 0
@@ -337,6 +345,8 @@ class Conversation:
         if not calls:
             if message.phase == "K":
                 self._others()
+                if self.processes is not None:
+                    self.huge_pages = huge_pages(self.processes[1])
             self._done.append(message.phase)
             self._current = None
             # The candidate is let go once the reference's pairs and its identity model (which

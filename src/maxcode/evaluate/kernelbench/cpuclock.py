@@ -109,3 +109,33 @@ def others_ns(init: int, worker: int) -> int:
         if pid not in (init, worker):
             total += process_cpu_ns(pid) or 0
     return total
+
+
+class HugePages(NamedTuple):
+    """A worker's transparent huge pages, read by the parent (worker ``_no_huge_pages`` turns
+    them off, and the candidate's code runs in that process): None where the kernel did not
+    say."""
+
+    enabled: bool | None
+    """``THP_enabled`` of ``/proc/PID/status``: the process may take huge pages."""
+    held_kb: int | None
+    """Anonymous and shared memory the process holds on huge pages (``smaps_rollup``)."""
+
+
+def huge_pages(pid: int) -> HugePages:
+    """What ``/proc`` says of process ``pid``'s huge pages."""
+    enabled: bool | None = None
+    held: int | None = None
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("THP_enabled:"):
+                enabled = line.split()[1] != "0"
+    except (OSError, IndexError):
+        pass
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith(("AnonHugePages:", "ShmemPmdMapped:")):
+                held = (held or 0) + int(line.split()[1])
+    except (OSError, IndexError, ValueError):
+        pass
+    return HugePages(enabled, held)

@@ -321,6 +321,7 @@ class Judge:
                     "to the low end of the speedup's interval only",
                 )
         self._resources(candidate)
+        self._huge_pages(reference, candidate)
         light = roofline(reference.report.roofline, candidate_cost)
         measured = speedup
         if light is not None and self.settings.device == "cuda":
@@ -472,6 +473,30 @@ class Judge:
                 "parallel",
                 f"{result.cpu_s:.2f} s of CPU time in {busy:.2f} s of wall time spent other than "
                 "waiting for its turns (the run is given one CPU)",
+            )
+
+    def _huge_pages(self, reference: Side, candidate: Side) -> None:
+        """The workers run without transparent huge pages (worker ``_no_huge_pages``): a
+        candidate that turned them back on for its process, or made the parent unable to
+        read what it holds where the reference's could be read, ran on memory the reference
+        was not given."""
+        theirs = reference.conversation.huge_pages if reference.conversation else None
+        ours = candidate.conversation.huge_pages if candidate.conversation else None
+        if theirs is None or ours is None:
+            return
+        if ours.enabled and theirs.enabled is False:
+            self.verdict.flag(
+                "memory", "the candidate turned transparent huge pages back on for its process"
+            )
+        elif ours.held_kb:
+            self.verdict.flag(
+                "memory", f"the candidate's process held {ours.held_kb} kB on huge pages"
+            )
+        elif ours.held_kb is None and theirs.held_kb is not None:
+            self.verdict.flag(
+                "memory",
+                "the candidate's memory map could not be read (the reference's could): "
+                "its huge pages are unknown",
             )
 
     def _compare(self, expected: list[Any], got: list[Any]) -> str | None:

@@ -241,21 +241,14 @@ def _environment(cache: Path, workdir: Path) -> dict[str, str]:
         # proportion to its temporaries, and eager PyTorch makes many. Keep them.
         "MALLOC_MMAP_THRESHOLD_": str(32 << 20),
         "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
-        # The heap on transparent huge pages (where the system allows them on request): kept
-        # pages are drawn once per process, and with 4 KiB pages how they fell on the caches
-        # made the same calls up to 10% faster or slower for a whole worker, a bias pairing
-        # cannot cancel. Within a 2 MiB page the cache sets follow the address, the same in
-        # both workers. Identical 1_ScaledGELU candidates, 400 calls a side, six evaluations
-        # each, alternated: 0.955-1.051 with 4 KiB pages, 0.979-1.018 with huge pages.
-        "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1",
-        # Tensors of 2 MiB and more on a page boundary (torch's own switch, which also asks
-        # for huge pages for them). At 64 bytes, where each buffer fell within its page
-        # followed the heap's history, drawn anew per process (hash seeds, import order):
-        # the offsets between a call's input, temporaries and output made the same
-        # elementwise calls up to 8% faster or slower for a whole worker. Two workers of the
-        # full-size 1_ScaledGELU alternating 30 chunks, 6-8 pairs: per-pair ratios
-        # 0.92-1.09 at 64 bytes, 0.97-1.01 on page boundaries, where every worker ran at
-        # the same 2.2-2.3 ms a call (2.4-2.8 before).
+        # Tensors of 2 MiB and more on a page boundary (torch's own switch; the huge pages it
+        # also asks for are off in the workers, worker ``_no_huge_pages``). At 64 bytes, where
+        # each buffer fell within its page followed the heap's history, drawn anew per process
+        # (hash seeds, import order): the offsets between a call's input, temporaries and
+        # output made the same elementwise calls up to 8% faster or slower for a whole
+        # worker. Two workers of the full-size 1_ScaledGELU alternating 30 chunks, 6-8 pairs:
+        # per-pair ratios 0.92-1.09 at 64 bytes, 0.97-1.01 on page boundaries, where every
+        # worker ran at the same 2.2-2.3 ms a call (2.4-2.8 before).
         "THP_MEM_ALLOC_ENABLE": "1",
         "MAX_JOBS": "2",
     }

@@ -985,6 +985,25 @@ def _personality(persona: int = 0xFFFFFFFF) -> int:
         return -1
 
 
+_PR_SET_THP_DISABLE = 41
+
+
+def _no_huge_pages() -> None:
+    """Transparent huge pages off for this process and what it executes (prctl(2), kept
+    across execve). Whether a process got huge pages followed what memory the system had free
+    when it asked, a draw per process: with them on, identical candidates of the scaled
+    level1/52_Argmin_over_a_dimension (a reduction that strides across pages) scored 0.43-0.46
+    in 2 of 5 evaluations, one worker's calls 2.3 times slower than the other's for its whole
+    life; with them off, 0.980-1.013 in 6. The parent checks that the candidate did not turn
+    them back on (judge ``memory``)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_THP_DISABLE, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 def _fix_layout() -> None:
     """Re-execute this worker once with address-space randomization off, before torch loads.
 
@@ -1012,5 +1031,6 @@ def _fix_layout() -> None:
 
 
 if __name__ == "__main__":
+    _no_huge_pages()
     _fix_layout()
     sys.exit(main(sys.argv[1]))

@@ -119,7 +119,11 @@ class HugePages(NamedTuple):
     enabled: bool | None
     """``THP_enabled`` of ``/proc/PID/status``: the process may take huge pages."""
     held_kb: int | None
-    """Anonymous and shared memory the process holds on huge pages (``smaps_rollup``)."""
+    """Memory the process holds on huge pages, transparent or hugetlbfs (``smaps_rollup``;
+    not its files' text, which the reference's process may map on huge pages too)."""
+
+
+_HUGE_FIELDS = ("AnonHugePages:", "ShmemPmdMapped:", "Shared_Hugetlb:", "Private_Hugetlb:")
 
 
 def huge_pages(pid: int) -> HugePages:
@@ -134,7 +138,7 @@ def huge_pages(pid: int) -> HugePages:
         pass
     try:
         for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith(("AnonHugePages:", "ShmemPmdMapped:")):
+            if line.startswith(_HUGE_FIELDS):
                 held = (held or 0) + int(line.split()[1])
     except (OSError, IndexError, ValueError):
         pass

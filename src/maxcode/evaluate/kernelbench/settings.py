@@ -23,10 +23,6 @@ CHUNK_S = 0.05
 CHUNK_BYTES = 64 << 20
 """Bytes of inputs and outputs a chunk may hold: a chunk's inputs are all made before its
 first call (a 32 MiB input with a 3 ms call made chunks of 16 inputs, 512 MiB, otherwise)."""
-RESERVE_CALL_BYTES = 16 << 20
-"""Workers fault in their heap before timing (worker ``_reserve``) only when a call's inputs
-and outputs take at most this: half the mmap threshold the runner sets (32 MiB), so that
-what the reserve keeps is not what a large tensor lands in."""
 MIN_PAIRS = 4
 """Pairs of chunks (one per side) timed before the interval may stop the timing."""
 TARGET = 0.02
@@ -108,7 +104,6 @@ class KernelBenchSettings:
             "warmup_s": WARMUP_S,
             "chunk_calls": CHUNK,
             "chunk_bytes": CHUNK_BYTES,
-            "reserve_call_bytes": RESERVE_CALL_BYTES,
         }
 
     def stopping(self) -> Stopping:

@@ -570,13 +570,12 @@ def _reserve(torch: Any, spec: dict[str, Any], call_bytes: int) -> None:
     the noise hid work moved outside the calls. Blocks under the mmap threshold, so that
     they come from the heap and stay there once freed.
 
-    Not when a call's inputs and outputs take more than ``reserve_call_bytes``: freed, the
-    blocks make one free chunk that serves even requests above the mmap threshold, while it
-    has room. Then a call's 43 MB output came from it in some workers and from fresh pages
-    in others, 10.5 against 15.5 ms a call for the whole process (identical
-    ``level1/5_Matrix_scalar_multiplication`` candidates at 1.58-1.81)."""
-    if call_bytes > int(spec.get("reserve_call_bytes", 0)):
-        return
+    For calls of any size: the workers map no block afresh (runner ``MALLOC_MMAP_MAX_``), so
+    large tensors come from this heap too. (While blocks above the threshold were mapped
+    afresh, a 43 MB output came from the freed reserve in some workers and from fresh pages
+    in others, and the reserve was skipped for calls above 16 MiB; without it, the heap grew
+    inside timed calls: identical scaled ``level1/94_MSELoss`` candidates had calls of 275
+    instead of 29 ms and scored 0.72-1.00, against 0.995-1.001 with it.)"""
     need = 2 * min(int(spec.get("chunk_bytes", 0)), int(spec.get("chunk_calls", 0)) * call_bytes)
     blocks, block = [], 8 << 20
     for _ in range(-(-need // block)):

@@ -236,14 +236,13 @@ def _environment(cache: Path, workdir: Path) -> dict[str, str]:
         "CXX": "g++",
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
-        # glibc would hand large freed blocks back to the system and fault them in
-        # again on the next call: every timed call would pay for page faults in
-        # proportion to its temporaries, and eager PyTorch makes many. Keep them.
-        "MALLOC_MMAP_THRESHOLD_": str(32 << 20),
-        # Nor map blocks above that threshold afresh on every call: from the heap, kept like
-        # the rest. Without huge pages (worker ``_no_huge_pages``) a 64 MB temporary mapped
-        # afresh faults in 16,384 pages on every call: identical candidates of the scaled
-        # level1/24_LogSoftmax (64 MB tensors) scored 0.90-1.46, 1.000-1.004 from the heap.
+        # glibc would map large blocks afresh and hand them back to the system when freed:
+        # every timed call would pay for page faults in proportion to its temporaries, and
+        # eager PyTorch makes many. Every block comes from the heap and is kept. (A mmap
+        # threshold of 32 MiB did it below that size; without huge pages, worker
+        # ``_no_huge_pages``, a 64 MB temporary mapped afresh faulted in 16,384 pages on
+        # every call: identical candidates of the scaled level1/24_LogSoftmax scored
+        # 0.90-1.46, 1.000-1.004 from the heap.)
         "MALLOC_MMAP_MAX_": "0",
         "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
         # Tensors of 2 MiB and more on a page boundary (torch's own switch; the huge pages it

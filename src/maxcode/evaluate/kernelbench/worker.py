@@ -973,15 +973,20 @@ _ADDR_NO_RANDOMIZE = 0x0040000
 """personality(2) flag: the process's address space is laid out the same way in every run."""
 
 
-def _personality(persona: int = 0xFFFFFFFF) -> int:
-    """personality(2): sets ``persona`` and returns the previous one (the default only asks);
-    -1 when it is refused or cannot be called."""
+def _libc(name: str, *arguments: int) -> int:
+    """The C library's ``name`` called with ``arguments``; -1 when it cannot be called."""
     try:
         import ctypes
 
-        return int(ctypes.CDLL(None, use_errno=True).personality(persona))
+        return int(getattr(ctypes.CDLL(None, use_errno=True), name)(*arguments))
     except (OSError, AttributeError):
         return -1
+
+
+def _personality(persona: int = 0xFFFFFFFF) -> int:
+    """personality(2): sets ``persona`` and returns the previous one (the default only asks);
+    -1 when it is refused or cannot be called."""
+    return _libc("personality", persona)
 
 
 _PR_SET_THP_DISABLE = 41
@@ -995,12 +1000,7 @@ def _no_huge_pages() -> None:
     in 2 of 5 evaluations, one worker's calls 2.3 times slower than the other's for its whole
     life; with them off, 0.980-1.013 in 6. The parent checks that the candidate did not turn
     them back on (judge ``memory``)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_THP_DISABLE, 1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
+    _libc("prctl", _PR_SET_THP_DISABLE, 1, 0, 0, 0)
 
 
 def _fix_layout() -> None:

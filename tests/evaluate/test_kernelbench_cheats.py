@@ -119,3 +119,30 @@ def test_the_spec_file_holds_no_seed_of_a_checked_or_timed_input(tmp_path: Path)
         assert not set(job.seeds.check) & {spec["init_seed"], *spec["warmup_seeds"]}
     finally:
         job.remove()
+
+
+def test_answers_computed_ahead_within_a_chunk_gain_nothing() -> None:
+    """``look_ahead.py`` computes, in a chunk's first call, the answers of all its calls (their
+    inputs exist already, in the harness's frames) and hands them out on the later calls:
+    right answers, mostly instant calls. A chunk counts by its calls' whole time, so it is
+    scored at what it costs (a median of the calls gave it its chunks' size: 5x here, 1,200x
+    with full chunks); the interval's low end stays below a bound far from that."""
+    task = load_task(str(PROBLEM), scale=1 / 16)
+    feedback = evaluate_task(task, (CHEATS / "look_ahead.py").read_text(), repeats=24)
+    assert feedback.correct, feedback.error
+    assert feedback.speedup_interval is not None, feedback.timings
+    assert feedback.suspect is not None or feedback.speedup_interval[0] < 1.5, (
+        feedback.speedup_interval,
+        feedback.timings,
+    )
+
+
+def test_an_output_that_computes_itself_when_read_is_refused() -> None:
+    """``lazy_outputs.py`` returns a list subclass that computes its tensor when iterated, so
+    only the outputs the harness sends would ever be computed. Outputs are read as stored, by
+    exact type, on every call: it is not a plain tensor."""
+    task = load_task(str(PROBLEM), scale=1 / 16)
+    feedback = evaluate_task(task, (CHEATS / "lazy_outputs.py").read_text(), repeats=24)
+    assert not feedback.correct and feedback.error is not None
+    assert feedback.error.kind == "runtime_error"
+    assert "not a plain torch.Tensor" in feedback.error.message

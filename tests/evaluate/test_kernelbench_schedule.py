@@ -22,14 +22,23 @@ from maxcode.evaluate.kernelbench.schedule import (
 from maxcode.evaluate.kernelbench.settings import OUTSIDE_BIAS
 
 
-def test_the_paired_estimate_is_a_geometric_mean_of_chunk_median_ratios() -> None:
-    reference = [[2.0, 2.0, 9.0], [4.0, 4.0, 4.0]]
-    candidate = [[1.0, 1.0, 1.0], [1.0, 8.0, 1.0]]  # one interrupted call per chunk: medians
+def test_the_paired_estimate_is_a_geometric_mean_of_chunk_mean_ratios() -> None:
+    reference = [[2.0, 2.0, 8.0], [4.0, 4.0, 4.0]]
+    candidate = [[1.0, 1.0, 1.0], [1.0, 4.0, 1.0]]
     estimate = paired_speedup(reference, candidate)
     assert estimate.pairs == 2
-    assert estimate.speedup == pytest.approx(math.sqrt(2.0 * 4.0))
+    assert estimate.speedup == pytest.approx(math.sqrt((12.0 / 3.0) * (12.0 / 6.0)))
     assert estimate.low is not None and estimate.high is not None
     assert estimate.low < estimate.speedup < estimate.high
+
+
+def test_work_moved_between_the_calls_of_a_chunk_moves_nothing() -> None:
+    """A chunk's inputs all exist before its first call: a candidate can do the whole chunk's
+    work in that call and look up the rest (``look_ahead.py``). The chunk counts whole."""
+    reference = [[1.0] * 8] * 6
+    spread = paired_speedup(reference, [[1.0] * 8] * 6)
+    ahead = paired_speedup(reference, [[8.0] + [1e-6] * 7] * 6)
+    assert ahead.speedup == pytest.approx(spread.speedup, rel=1e-5) == pytest.approx(1.0, rel=1e-5)
 
 
 def test_equal_ratios_give_a_point_interval_and_one_pair_none() -> None:

@@ -14,7 +14,7 @@ timed chunks (``parallel``), CPU time of the run's other processes while timed
 (``untracked``), the speed of light on CUDA (``implausible``, capped).
 
 The speedup is the paired estimate of ``schedule.paired_speedup`` (the geometric mean of the
-ratios of the two sides' chunk medians, chunk by chunk) with its 95% interval; the candidate's
+ratios of the two sides' chunk means, chunk by chunk) with its 95% interval; the candidate's
 cost is the reference's median over it, so reference cost / candidate cost is the speedup.
 """
 
@@ -378,7 +378,6 @@ class Judge:
         claimed (the interval's low end) is also void: most of the work was hidden. No
         stamps, no reward."""
         assert reference.conversation is not None and candidate.conversation is not None
-        claimed = timings["candidate"].median_s
         calls = timings["candidate"].trials
         window = timings["candidate"].host_s
         spans = {
@@ -400,6 +399,9 @@ class Judge:
             [sum(times) / len(times) for times in candidate.conversation.chunk_times("K") if times]
             or [0.0]
         )
+        # The work claimed per call, as the speedup counts it (chunk means: a median of the
+        # calls would take a chunk's lookups for its work, ``look_ahead.py``).
+        claimed = claimed_means
         if _too_fast(claimed_means, window, calls, 0.0):
             self.verdict.flag(
                 "timing",

@@ -7,14 +7,19 @@ same inputs), and a worker waits on its descriptor 3 while the other one compute
 starts during an evaluation hits both sides, and two workers never time each other's work.
 
 The estimator (``paired_speedup``). Per pair n of adjacent chunks (the reference's chunk n and
-the candidate's chunk n, timed back to back), the ratio r_n = median of the reference's per-call
-seconds in chunk n / median of the candidate's. The speedup is exp of the 20%-trimmed mean of
+the candidate's chunk n, timed back to back), the ratio r_n = mean of the reference's per-call
+seconds in chunk n / mean of the candidate's. The speedup is exp of the 20%-trimmed mean of
 the log r_n (a geometric mean that drops the fifth of pairs at each end); its 95% confidence
 interval is Yuen's t interval for that trimmed mean (winsorized variance, n - 2g - 1 degrees of
-freedom), exp(centre +- half). A ratio of chunk medians is immune to a single interrupted call;
-pairing cancels a load that drifts slower than a pair (tens of milliseconds); trimming keeps a
-pair that a burst hit on one side only (the first chunks' page faults, a preemption) from
-moving the estimate; the log makes the interval symmetric for speedups and slowdowns alike.
+freedom), exp(centre +- half). A chunk counts by its mean, the whole of its calls' time, never
+by an order statistic of its calls: a chunk's inputs all exist before its first call, and a
+candidate that computed every answer of the chunk in its first call (``look_ahead.py``) had
+calls that were mostly lookups, which a median of the calls took for its speed (1,200x, every
+answer right). A call the scheduler interrupted moves its chunk's mean; the trimming takes
+care of that pair. Pairing cancels a load that drifts slower than a pair (tens of
+milliseconds); trimming keeps a pair that a burst hit on one side only (the first chunks' page
+faults, a preemption) from moving the estimate; the log makes the interval symmetric for
+speedups and slowdowns alike.
 The first pair is a warm-up pair, left out once there are three: its chunks are the first on
 the timing CPU after the checks (the reference has just moved there, fresh memory is touched
 for the first time) and were seen off by up to 1.5x either way. It is
@@ -108,7 +113,7 @@ def paired_speedup(reference: list[list[float]], candidate: list[list[float]]) -
     """The estimate from per-chunk call times of both sides (chunk n of each is a pair; chunks
     without a partner are left out). See the module's docstring."""
     logs = [
-        math.log(max(statistics.median(ref), _FLOOR_S) / max(statistics.median(cand), _FLOOR_S))
+        math.log(max(statistics.fmean(ref), _FLOOR_S) / max(statistics.fmean(cand), _FLOOR_S))
         for ref, cand in zip(reference, candidate)
         if ref and cand
     ]

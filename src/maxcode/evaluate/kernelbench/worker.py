@@ -187,6 +187,10 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
     import torch
 
     stages.done("torch")
+    # Output containers read as they are stored, whatever code their type runs: exact lists
+    # and tuples, and torch's named tuples (``torch.max(x, 1)``), taken before a candidate
+    # loads (their classes can be patched).
+    sequences = (list, tuple, *_named_tuples(torch))
 
     device = torch.device(spec["device"])
     if device.type == "cuda" and device.index is None:
@@ -261,7 +265,10 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         return [value.detach().to("cpu").clone() for value in values]
 
     def flat(output: object, where: str) -> list:
-        values = list(output) if isinstance(output, (tuple, list)) else [output]
+        # By exact type, read through the base class: a subclass of list or tuple could run
+        # its own code when iterated (``lazy_outputs.py`` computed its answer only then, for
+        # the outputs sent).
+        values = _items(output) if type(output) in sequences else [output]
         for position, value in enumerate(values):
             if type(value) is not torch.Tensor:
                 kind = f"{type(value).__module__}.{type(value).__qualname__}"
@@ -915,7 +922,10 @@ class _Timing:
             self.channel.ask({"m": "begin", **where})
             for given in batch:
                 times.append(self._call(model, given, flush))
-                outputs.append(self.last)
+                # Every call's outputs are plain tensors, kept or not: which ones the parent
+                # keeps is drawn after the chunk, and an output that computes itself when
+                # read would otherwise do the work only for those.
+                outputs.append(self.keep(self.last))
                 self.last = None
             # Waits for the answer at once: the parent reads this process's CPU clock while
             # it is blocked (a process's clock read from outside lags up to a scheduler tick
@@ -936,7 +946,7 @@ class _Timing:
         items, payloads = [], []
         for position in wanted:
             described = []
-            for value in self.keep(outputs[int(position)]):
+            for value in outputs[int(position)]:
                 host = value.detach().to("cpu").contiguous()
                 raw = host.reshape(-1).view(torch.uint8).numpy() if host.numel() else b""
                 described.append(
@@ -967,6 +977,18 @@ class _Timing:
         start = _perf_counter()
         self.last = model(*given)
         return float(_perf_counter() - start)
+
+
+def _named_tuples(torch: Any) -> list[type]:
+    """torch's named tuples (``torch.return_types``), which outputs may be."""
+    found = vars(getattr(torch, "return_types", object())).values()
+    return [kind for kind in found if isinstance(kind, type) and issubclass(kind, tuple)]
+
+
+def _items(sequence: Any) -> list[Any]:
+    """The items a list or tuple stores, read by the base type's own slots."""
+    base: Any = list if isinstance(sequence, list) else tuple
+    return [base.__getitem__(sequence, index) for index in range(base.__len__(sequence))]
 
 
 _ADDR_NO_RANDOMIZE = 0x0040000

@@ -30,9 +30,10 @@ def _worker(
     header: dict[str, object] | None = None,
     answers: list[object] | None = None,
 ) -> None:
-    """A worker that times nothing: every call reports 1 us and outputs one float32. With
-    ``header``, its first kept output is sent with that header and no bytes, and it records
-    every answer it gets after that in ``answers``, up to the end of the stream."""
+    """A worker that times nothing: every call reports 1 us and outputs one float32, all sent
+    (timed calls). With ``header``, its first chunk's outputs are sent with that header and no
+    bytes, and it records every answer it gets after that in ``answers``, up to the end of the
+    stream."""
     with socket.socket(fileno=os.dup(fd)) as channel:
         stream = channel.makefile("rb")
 
@@ -57,15 +58,15 @@ def _worker(
                 if (phase, chunk) in late:
                     time.sleep(LATE_S)
                 send({"m": "end", "phase": phase, "chunk": chunk, "times": [1e-6] * len(seeds)})
-                kept = answer()["keep"]
-                assert isinstance(kept, list)
+                assert answer() == {"send": True}
+                sent = range(len(seeds)) if phase == "K" else range(0)
                 tensor = header or {"dtype": "float32", "shape": [1], "nbytes": 4}
-                items = [{"position": position, "tensors": [tensor]} for position in kept]
+                items = [{"position": position, "tensors": [tensor]} for position in sent]
                 send(
                     {"m": "outputs", "phase": phase, "chunk": chunk, "items": items},
-                    b"" if header else b"".join(struct.pack("f", 1.0) for _ in kept),
+                    b"" if header else b"".join(struct.pack("f", 1.0) for _ in sent),
                 )
-                if header and kept:
+                if header and sent:
                     assert answers is not None
                     answers.extend(json.loads(line) for line in iter(stream.readline, b""))
                     return

@@ -146,3 +146,20 @@ def test_an_output_that_computes_itself_when_read_is_refused() -> None:
     assert not feedback.correct and feedback.error is not None
     assert feedback.error.kind == "runtime_error"
     assert "not a plain torch.Tensor" in feedback.error.message
+
+
+def test_outputs_computed_only_when_read_are_all_read() -> None:
+    """``unsent_outputs.py`` leaves each timed call's output unwritten and computes it when the
+    harness reads it to send. The harness once sent only the outputs the parent asked for
+    after the calls (one per chunk when all did not fit), so the rest were never computed:
+    13x at a quarter of the shapes, interval low end 4.5. Every output is sent now, and the
+    parent keeps the ones it drew without saying which, so all the work lands in sending the
+    outputs, where host time sees it."""
+    task = load_task(str(PROBLEM), scale=0.25)
+    feedback = evaluate_task(task, (CHEATS / "unsent_outputs.py").read_text())
+    assert feedback.correct, feedback.error
+    assert feedback.speedup_interval is not None or feedback.suspect is not None
+    assert feedback.suspect is not None or feedback.speedup_interval[0] < 1.5, (  # type: ignore[index]
+        feedback.speedup_interval,
+        feedback.flags,
+    )

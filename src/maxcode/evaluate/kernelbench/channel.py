@@ -3,7 +3,8 @@
 Each worker run gets a socket as its descriptor 3 and a ``Conversation`` serving the other end
 in a thread of the parent. The conversation holds the secrets the worker must not learn ahead
 (the check seeds until the model is built and warmed up, each chunk's seeds until it is the
-worker's turn to run that chunk, which calls' outputs are checked until the calls ran) and
+worker's turn to run that chunk, which timed calls' outputs are checked, ever: the worker sends
+them all, and the parent keeps those it drew) and
 stamps every message with the parent's clock. It follows a fixed order (``ready``, then per
 chunk ``next``, ``begin``, ``end`` with the calls' times, ``outputs``); a message out of that
 order, a malformed one or more bytes than asked for ends it, and what went wrong is kept as
@@ -119,7 +120,7 @@ class Conversation:
         """The worker's huge pages when its timed calls (phase K) ended."""
         self._done: list[str] = []
         self._current: tuple[str, int, str] | None = None
-        self._received_bytes = 0
+        self._scratch: Any = None
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
 
@@ -316,8 +317,7 @@ class Conversation:
                 raise ValueError(f"{len(message.times)} times for {chunk.calls} calls")
             chunk.times = list(message.times)
             self._current = (phase, number, "outputs")
-            kept = self.plan.keep_chunk(number) if phase == "K" else []
-            self._send({"keep": [position - chunk.first for position in kept]})
+            self._send({"send": True})
         else:
             assert isinstance(message, Outputs)
             self._outputs(message, chunk, stream)
@@ -380,25 +380,27 @@ class Conversation:
         before the span opens (the worker waits for its seeds), it costs the span nothing."""
         import torch
 
-        if (
-            phase != "K"
-            or (size := self.plan.kept_calls(chunk, calls) * self.plan.output_bytes) <= 0
-        ):
+        if phase != "K" or self.plan.output_bytes <= 0:
             return None
-        return torch.zeros(size, dtype=torch.uint8)
+        if self._scratch is None or self._scratch.numel() < self.plan.output_bytes:
+            # Where the outputs that are not kept are read to, and dropped.
+            self._scratch = torch.zeros(self.plan.output_bytes, dtype=torch.uint8)
+        size = self.plan.kept_calls(chunk, calls) * self.plan.output_bytes
+        return torch.zeros(size, dtype=torch.uint8) if size > 0 else None
 
     def _outputs(self, message: Outputs, chunk: Chunk, stream: Any) -> None:
+        """Every timed call's outputs, in order (none in the other phases): the kept ones land
+        in ``outputs``, the others are read and dropped. The worker does not know which."""
         import torch
 
         first = chunk.first
-        wanted = [
-            position - first
-            for position in range(first, first + chunk.calls)
-            if message.phase == "K" and self.plan.kept(position)
-        ]
-        if [item.position for item in message.items] != wanted:
-            raise ValueError("outputs of other calls than the ones asked for")
+        sent = list(range(chunk.calls)) if message.phase == "K" else []
+        if [item.position for item in message.items] != sent:
+            raise ValueError("outputs of other calls than the chunk's")
+        kept = set(self.plan.keep_chunk(message.chunk)) if sent else set()
+        budget = 2 * chunk.calls * self.plan.output_bytes + (1 << 20)
         for item in message.items:
+            keep = first + item.position in kept
             values = []
             for header in item.tensors:
                 dtype = getattr(torch, header.dtype, None)
@@ -407,13 +409,16 @@ class Conversation:
                 size = math.prod(header.shape) * dtype.itemsize
                 if size != header.nbytes:
                     raise ValueError("an output whose byte count does not match its shape")
-                self._received_bytes += size
-                if self._received_bytes > self.plan.byte_budget():
+                budget -= size
+                if budget < 0:
                     raise ValueError("more output bytes than the reference's outputs take")
                 # Read straight into the tensor's memory: one copy, so that the time from a
                 # chunk's end marker to its outputs received is mostly the worker's.
-                landing = chunk.landing
-                if (
+                landing = chunk.landing if keep else None
+                scratch = self._scratch
+                if not keep and scratch is not None and scratch.numel() >= size:
+                    flat = scratch[:size]
+                elif (
                     landing is not None
                     and landing.numel() >= size
                     and landing.data_ptr() % dtype.itemsize == 0
@@ -423,8 +428,10 @@ class Conversation:
                     flat = torch.empty(size, dtype=torch.uint8)
                 if size and _read_into(stream, flat.numpy().data) != size:
                     raise ValueError("an output cut short")
-                values.append(flat.view(dtype).reshape(header.shape))
-            self.outputs[first + item.position] = values
+                if keep:
+                    values.append(flat.view(dtype).reshape(header.shape))
+            if keep:
+                self.outputs[first + item.position] = values
 
 
 def _read_into(stream: Any, target: memoryview) -> int:

@@ -241,8 +241,8 @@ def chunk_calls(
 class TimedPlan:
     """The timed calls of one evaluation, shared by the reference's run and the candidate's:
     the calls of each chunk (decided in turn by ``Schedule``), the seed of each call (drawn
-    when first asked for), the calls whose outputs are kept (drawn after the reference ran
-    them, named to the candidate only after it ran them too)."""
+    when first asked for), the calls whose outputs are kept (drawn once the reference's
+    outputs of the chunk arrive, named to neither worker: both send every output)."""
 
     chunk: int = CHUNK
     """Calls per chunk (from the reference's warm-up)."""
@@ -315,10 +315,6 @@ class TimedPlan:
     def positions(self) -> list[int]:
         """Every kept position, in order."""
         return sorted(self.keep)
-
-    def byte_budget(self) -> int:
-        """The most output bytes a run may send (twice what the reference's outputs take)."""
-        return 2 * max(KEEP_BYTES, SAMPLED_OUTPUTS * self.output_bytes) + (1 << 20)
 
 
 class Schedule:

@@ -19,8 +19,8 @@ The conversation on descriptor 3 (JSON lines; raw bytes follow a header that cou
 - per chunk of timed calls: ``next`` (asks for the chunk's seeds; the parent answers when it is
   this worker's turn, with one fresh seed per call, or with none when the phase is over),
   ``begin`` and ``end`` (with the calls' in-process seconds) around the calls, then the parent
-  answers with the calls whose outputs it keeps (chosen after they ran) and ``outputs`` sends
-  them.
+  answers (it reads this process's CPU clock meanwhile) and ``outputs`` sends every call's
+  outputs (timed calls; which of them the parent checks it draws itself and never says).
 
 The reference's worker and the candidate's are alive together and take turns chunk by chunk;
 the one whose turn it is not waits on descriptor 3. The reference may start up on other CPUs
@@ -832,8 +832,11 @@ def _as_list(sources: Any) -> list[str]:
 class _Timing:
     """Timed calls of one callable: every call gets inputs of its own, from a seed the parent
     sends just before the chunk of calls it belongs to, generated outside the timed window, so
-    no cache of earlier answers can serve it. After a chunk, the parent names the calls whose
-    outputs it keeps (all of them when they fit) and this process sends those outputs.
+    no cache of earlier answers can serve it. After a chunk this process sends every call's
+    outputs; the parent checks those it drew (all of them when they fit) and never names them:
+    an output sent must exist, so no call can leave its work to the outputs that are not
+    checked (``unsent_outputs.py`` computed each output when the harness read it, which the
+    harness once did only for the few it was asked for).
 
     Warm-up first, on inputs of the warm-up seeds (also sizes the trial count to the time
     budget, and to the memory that keeping every output takes). On CUDA, the L2 cache is
@@ -931,22 +934,22 @@ class _Timing:
             # it is blocked (a process's clock read from outside lags up to a scheduler tick
             # while it runs, which put a fast chunk's calls after its end marker).
             self.channel.send({"m": "end", **where, "times": times})
-            wanted = self.channel.receive()["keep"]
+            self.channel.receive()
             samples += times
             del batch, given
-            self._send_outputs(outputs, wanted, where)
+            self._send_outputs(outputs if phase == "K" else [], where)
             # Freed before the next chunk is asked for, so that the freeing is the chunk's
             # (the parent reads the clock that ends the chunk when that request comes).
             del outputs
             chunk += 1
 
-    def _send_outputs(self, outputs: list[Any], wanted: list[int], where: dict[str, Any]) -> None:
-        """Sends the outputs of the chunk's calls at ``wanted`` (their positions in it)."""
+    def _send_outputs(self, outputs: list[list[Any]], where: dict[str, Any]) -> None:
+        """Sends ``outputs``, every call's of the chunk, in order."""
         torch = self.torch
         items, payloads = [], []
-        for position in wanted:
+        for position, values in enumerate(outputs):
             described = []
-            for value in outputs[int(position)]:
+            for value in values:
                 host = value.detach().to("cpu").contiguous()
                 raw = host.reshape(-1).view(torch.uint8).numpy() if host.numel() else b""
                 described.append(

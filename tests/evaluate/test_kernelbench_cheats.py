@@ -163,3 +163,18 @@ def test_outputs_computed_only_when_read_are_all_read() -> None:
         feedback.speedup_interval,
         feedback.flags,
     )
+
+
+def test_a_thread_that_runs_during_the_references_turns_is_void() -> None:
+    """``steal_turns.py`` starts a thread at import that spins whenever its main thread is
+    blocked waiting for its turn, that is while the reference's chunk runs on the same CPU:
+    the reference's calls slow down, the candidate's own do not (1.7x, low end 1.03-1.06, no
+    finding, before). The parent reads the worker's CPU clock when it asks for its turn and
+    when it gets it; an honest worker spends nothing in between."""
+    task = load_task(str(PROBLEM), scale=0.25)
+    feedback = evaluate_task(task, (CHEATS / "steal_turns.py").read_text())
+    assert feedback.correct, feedback.error
+    assert_no_clean_reward(feedback)
+    assert any(
+        flag.startswith("parallel:") and "waited for its turns" in flag for flag in feedback.flags
+    ), feedback.flags

@@ -121,6 +121,8 @@ class Conversation:
         self._done: list[str] = []
         self._current: tuple[str, int, str] | None = None
         self._scratch: Any = None
+        self._waiting_ns: dict[str, int | None] = {}
+        """The worker's CPU time while it waited for its turns, per phase (``waiting_cpu``)."""
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
 
@@ -211,6 +213,17 @@ class Conversation:
                 return None
             cpu, host = cpu + done - sent, host + (chunk.done or 0) - chunk.sent
         return cpu / 1e9, host / 1e9
+
+    def waiting_cpu(self, phase: str) -> float | None:
+        """CPU seconds of the worker while it waited for its turns in ``phase`` (from each
+        request for a chunk to the answer, the last one included: the other side's chunks
+        and, after the pairs, the reference's identity model ran meanwhile, on the same
+        CPU); an honest worker is blocked on its descriptor then. None when the phase did
+        not complete or a clock was not read."""
+        waited = self._waiting_ns.get(phase)
+        if not self.complete(phase) or waited is None:
+            return None
+        return waited / 1e9
 
     def others_s(self) -> float | None:
         """CPU seconds the run's other processes spent while the calls were timed."""
@@ -334,14 +347,16 @@ class Conversation:
                 raise ValueError("a phase starts at chunk 0")
         elif self._current[:2] != (message.phase, message.chunk):
             raise ValueError("'next' out of order")
-        else:
-            # The worker asks once it is done with the chunk before (it is blocked now).
+        # The worker asks once it is done with the chunk before (it is blocked now).
+        asked_cpu = self._cpu()
+        if self._current is not None and self._current[2] == "next":
             before = self.chunks[(message.phase, message.chunk - 1)]
-            before.done, before.cpu["done"] = asked, self._cpu()
+            before.done, before.cpu["done"] = asked, asked_cpu
         if message.phase == "K" and message.chunk == 0:
             self._others()
         calls = self.schedule.grant(self.side, message.phase, message.chunk)
         self.waited_ns += time.perf_counter_ns() - asked
+        self._waited_cpu(message.phase, asked_cpu)
         if not calls:
             if message.phase == "K":
                 self._others()
@@ -369,6 +384,15 @@ class Conversation:
             calls=calls, first=first, asked=asked, sent=sent, cpu={"sent": cpu}, landing=landing
         )
         self._current = (message.phase, message.chunk, "begin")
+
+    def _waited_cpu(self, phase: str, asked: int | None) -> None:
+        """Adds the worker's CPU time since ``asked`` (its clock when it asked for its turn) to
+        what it spent waiting in ``phase`` (``waiting_cpu``)."""
+        granted, total = self._cpu(), self._waiting_ns.get(phase, 0)
+        if total is None or asked is None or granted is None:
+            self._waiting_ns[phase] = None
+        else:
+            self._waiting_ns[phase] = total + granted - asked
 
     def _landing(self, phase: str, chunk: int, calls: int) -> Any:
         """Memory for the outputs the chunk will send, written once before its seeds are sent.

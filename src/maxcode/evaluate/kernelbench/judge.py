@@ -74,6 +74,9 @@ SPAN_CPU_SLACK_S = 0.0005
 """CPU time of the candidate's worker per timed chunk, from its seeds to its outputs, may exceed
 the host time of that span by this much (the readings fall inside the stamps: on one CPU it
 cannot exceed it at all)."""
+WAITING_CPU_SLACK_S = 0.0005
+"""CPU time the candidate's worker may spend per turn it waited for (the reference's chunk ran
+meanwhile): the tail of its request before it blocks, read from outside."""
 OTHERS_SLACK_S = 0.005
 """CPU time the run's other processes may spend while the calls are timed (the reference's run
 has none; children it reaped are counted in whole clock ticks)."""
@@ -460,6 +463,19 @@ class Judge:
                     f"the candidate's process spent {cpu * 1e3:.1f} ms of CPU time in "
                     f"{host * 1e3:.1f} ms of timed chunks (seeds to outputs): it ran on more "
                     "than its one CPU",
+                )
+        waiting = conversation.waiting_cpu("K") if conversation else None
+        if waiting is not None and self.settings.device == "cpu":
+            # While it waits for its turn the reference's chunk runs on the same CPU: a thread
+            # of the candidate's running then takes that CPU from the reference's calls
+            # (``steal_turns.py``). An honest worker is blocked on its descriptor.
+            turns = len(conversation.chunk_times("K")) + 1 if conversation else 1
+            if waiting > WAITING_CPU_SLACK_S * turns:
+                self.verdict.flag(
+                    "parallel",
+                    f"the candidate's process spent {waiting * 1e3:.1f} ms of CPU time while "
+                    "it waited for its turns (the reference's calls ran then, on the same "
+                    "CPU)",
                 )
         others = conversation.others_s() if conversation else None
         if others is not None and others > OTHERS_SLACK_S:

@@ -574,8 +574,16 @@ def _reserve(torch: Any, spec: dict[str, Any], call_bytes: int) -> None:
     than any before it, and fresh memory is slow to fault in: on this project's VM, 40 MiB
     never touched took 62-95 ms (huge pages), against 1 ms once touched. Those faults fell
     inside one side's calls or outside spans: a chunk of three 2 ms calls took 120 ms, and
-    the noise hid work moved outside the calls. Blocks under the mmap threshold, so that
-    they come from the heap and stay there once freed.
+    the noise hid work moved outside the calls.
+
+    One block, not many: tensors of 2 MiB and more are aligned to 2 MiB (``THP_MEM_ALLOC_
+    ENABLE``), so a 64 MB output asks the heap for 66 MB in one piece, which a reserve made of
+    8 MB blocks (apart once freed) never held; and small blocks freed first (``pool``), so
+    that the small allocations of the chunks come from them and not from the middle of the
+    reserve, which would split it short of a whole call. Without either, the identical
+    scaled ``level1/7_Matmul_with_small_K_dimension_`` grew its heap by 64 MB inside five
+    calls in a row in one worker of most evaluations (16,385 fresh pages, calls of 27 or 270
+    instead of 6 ms, 0.15-0.43); with both, 0 of 16 workers did.
 
     For calls of any size: the workers map no block afresh (runner ``MALLOC_MMAP_MAX_``), so
     large tensors come from this heap too. (While blocks above the threshold were mapped
@@ -584,10 +592,12 @@ def _reserve(torch: Any, spec: dict[str, Any], call_bytes: int) -> None:
     inside timed calls: identical scaled ``level1/94_MSELoss`` candidates had calls of 275
     instead of 29 ms and scored 0.72-1.00, against 0.995-1.001 with it.)"""
     need = 2 * min(int(spec.get("chunk_bytes", 0)), int(spec.get("chunk_calls", 0)) * call_bytes)
-    blocks, block = [], 8 << 20
-    for _ in range(-(-need // block)):
-        blocks.append(torch.ones(block, dtype=torch.uint8))
-    del blocks
+    if need > 0:
+        pool = [torch.empty(number % 4096 + 1) for number in range(4096)]
+        pool += [bytes(512 + 61 * number) for number in range(2048)]
+        del pool
+        reserve = torch.ones(need, dtype=torch.uint8)
+        del reserve
 
 
 def _forward_under_nvtx(

@@ -62,7 +62,12 @@ RULES: dict[str, Rule] = {
             "void",
             "work the metric did not see (a process callgrind missed, other processes while timed)",
         ),
-        Rule("parallel", "void", "more CPU than the budget (CPU time of all processes vs wall)"),
+        Rule(
+            "parallel",
+            "void",
+            "more CPU than the budget (CPU time of all processes vs wall; KernelBench: any "
+            "while waiting for its turn)",
+        ),
         Rule("threads", "void", "threads started, or torch's thread count changed, while timed"),
         Rule(
             "memory",

@@ -6,12 +6,14 @@ the candidate's run (compile error, limits, evidence that is missing or malforme
 conversation: ``evidence``); every check seed's outputs (type, dtype, shape, values within the
 dtype's tolerance), run twice (``nondeterministic``), inputs unchanged (``inputs``), no output
 sharing an input's memory (``aliasing``); every kept timed call's output (``caching``); then the
-timings: in-process medians against the parent's host stamps (``timing``; time outside the
+timings: in-process chunk means against the parent's host stamps (``timing``; time outside the
 calls beyond the reference's, by host time and by the worker's CPU clock, is charged to the
 candidate, ``outside``), threads (``threads``), CPU time against the wall time the candidate
-did not spend waiting for its turns, and the worker's CPU clock against host time over its
-timed chunks (``parallel``), CPU time of the run's other processes while timed
-(``untracked``), the speed of light on CUDA (``implausible``, capped).
+did not spend waiting for its turns, the worker's CPU clock against host time over its timed
+chunks, and the worker's CPU clock while it waited for its turns (``parallel``), CPU time of
+the run's other processes while timed (``untracked``), huge pages the candidate's process
+turned back on or holds (``memory``), the speed of light on CUDA (``implausible``,
+capped).
 
 The speedup is the paired estimate of ``schedule.paired_speedup`` (the geometric mean of the
 ratios of the two sides' chunk means, chunk by chunk) with its 95% interval; the candidate's

@@ -566,6 +566,10 @@ NVTX_RANGE = "maxcode_forward"
 """The NVTX range around the one forward Nsight Compute profiles (role ``kernels``)."""
 
 
+_ALIGNMENT_SLACK = 16 << 20
+"""Bytes the reserve holds beyond twice a chunk's tensors, for their 2 MiB alignment."""
+
+
 def _reserve(torch: Any, spec: dict[str, Any], call_bytes: int) -> None:
     """Faults in, before the timed calls, twice the heap a chunk's inputs and outputs take,
     and hands it back to the allocator (which keeps it: ``MALLOC_TRIM_THRESHOLD_``).
@@ -583,7 +587,11 @@ def _reserve(torch: Any, spec: dict[str, Any], call_bytes: int) -> None:
     reserve, which would split it short of a whole call. Without either, the identical
     scaled ``level1/7_Matmul_with_small_K_dimension_`` grew its heap by 64 MB inside five
     calls in a row in one worker of most evaluations (16,385 fresh pages, calls of 27 or 270
-    instead of 6 ms, 0.15-0.43); with both, 0 of 16 workers did.
+    instead of 6 ms, 0.15-0.43); with both, 0 of 16 workers did. And at least one call's
+    worth, with room for the alignment: a chunk holds one call however large, and the scaled
+    ``level1/20_LeakyReLU`` (a 64 MB input and a 64 MB output per call, a reserve of the
+    64 MB chunk cap twice) grew its candidate's heap inside three calls of every evaluation
+    (380 instead of 15 ms, 0.39-0.54); 4 of 4 at 0.99-1.02 with it.
 
     For calls of any size: the workers map no block afresh (runner ``MALLOC_MMAP_MAX_``), so
     large tensors come from this heap too. (While blocks above the threshold were mapped
@@ -591,7 +599,10 @@ def _reserve(torch: Any, spec: dict[str, Any], call_bytes: int) -> None:
     in others, and the reserve was skipped for calls above 16 MiB; without it, the heap grew
     inside timed calls: identical scaled ``level1/94_MSELoss`` candidates had calls of 275
     instead of 29 ms and scored 0.72-1.00, against 0.995-1.001 with it.)"""
-    need = 2 * min(int(spec.get("chunk_bytes", 0)), int(spec.get("chunk_calls", 0)) * call_bytes)
+    chunk = min(int(spec.get("chunk_bytes", 0)), int(spec.get("chunk_calls", 0)) * call_bytes)
+    # A chunk holds one call at least, however large; each large tensor of it may need 2 MiB
+    # more than its size, for its alignment.
+    need = 2 * max(chunk, call_bytes) + _ALIGNMENT_SLACK if call_bytes > 0 else 0
     if need > 0:
         pool = [torch.empty(number % 4096 + 1) for number in range(4096)]
         pool += [bytes(512 + 61 * number) for number in range(2048)]

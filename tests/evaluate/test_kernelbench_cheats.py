@@ -130,8 +130,8 @@ def test_answers_computed_ahead_within_a_chunk_gain_nothing() -> None:
     task = load_task(str(PROBLEM), scale=1 / 16)
     feedback = evaluate_task(task, (CHEATS / "look_ahead.py").read_text(), repeats=24)
     assert feedback.correct, feedback.error
-    assert feedback.speedup_interval is not None, feedback.timings
-    assert feedback.suspect is not None or feedback.speedup_interval[0] < 1.5, (
+    assert feedback.speedup_interval is not None or feedback.suspect is not None
+    assert feedback.suspect is not None or feedback.speedup_interval[0] < 1.5, (  # type: ignore[index]
         feedback.speedup_interval,
         feedback.timings,
     )

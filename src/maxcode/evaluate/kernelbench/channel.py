@@ -437,17 +437,17 @@ class Conversation:
                 if budget < 0:
                     raise ValueError("more output bytes than the reference's outputs take")
                 # Read straight into the tensor's memory: one copy, so that the time from a
-                # chunk's end marker to its outputs received is mostly the worker's.
-                landing = chunk.landing if keep else None
-                scratch = self._scratch
-                if not keep and scratch is not None and scratch.numel() >= size:
-                    flat = scratch[:size]
-                elif (
-                    landing is not None
-                    and landing.numel() >= size
-                    and landing.data_ptr() % dtype.itemsize == 0
+                # chunk's end marker to its outputs received is mostly the worker's. Kept
+                # outputs land in the chunk's landing, the others in the scratch buffer.
+                room = chunk.landing if keep else self._scratch
+                if (
+                    room is not None
+                    and room.numel() >= size
+                    and room.data_ptr() % dtype.itemsize == 0
                 ):
-                    flat, chunk.landing = landing[:size], landing[size:]
+                    flat = room[:size]
+                    if keep:
+                        chunk.landing = room[size:]
                 else:
                     flat = torch.empty(size, dtype=torch.uint8)
                 if size and _read_into(stream, flat.numpy().data) != size:

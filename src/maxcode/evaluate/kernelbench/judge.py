@@ -399,18 +399,17 @@ class Judge:
             self.verdict.flag("timing", "the workers' CPU clocks could not be read")
             return {}
         # Like with like: a chunk's mean claimed time (an honest call the scheduler held up
-        # is in both; the median of the calls is not) against its markers, chunk medians.
-        claimed_means = statistics.median(
+        # is in both; the median of the calls is not) against its markers, chunk medians. It
+        # is also the work claimed per call, as the speedup counts it (a median of the calls
+        # would take a chunk's lookups for its work, ``look_ahead.py``).
+        claimed = statistics.median(
             [sum(times) / len(times) for times in candidate.conversation.chunk_times("K") if times]
             or [0.0]
         )
-        # The work claimed per call, as the speedup counts it (chunk means: a median of the
-        # calls would take a chunk's lookups for its work, ``look_ahead.py``).
-        claimed = claimed_means
-        if _too_fast(claimed_means, window, calls, 0.0):
+        if _too_fast(claimed, window, calls, 0.0):
             self.verdict.flag(
                 "timing",
-                f"in-process timings disagree with host time ({claimed_means * 1e3:.3f} ms "
+                f"in-process timings disagree with host time ({claimed * 1e3:.3f} ms "
                 f"claimed, {window * 1e3:.3f} ms seen per call)",
             )
             return {}
@@ -467,11 +466,11 @@ class Judge:
                     "than its one CPU",
                 )
         waiting = conversation.waiting_cpu("K") if conversation else None
-        if waiting is not None and self.settings.device == "cpu":
+        if conversation and waiting is not None and self.settings.device == "cpu":
             # While it waits for its turn the reference's chunk runs on the same CPU: a thread
             # of the candidate's running then takes that CPU from the reference's calls
             # (``steal_turns.py``). An honest worker is blocked on its descriptor.
-            turns = len(conversation.chunk_times("K")) + 1 if conversation else 1
+            turns = len(conversation.chunk_times("K")) + 1  # the last wait included
             if waiting > WAITING_CPU_SLACK_S * turns:
                 self.verdict.flag(
                     "parallel",

@@ -309,9 +309,6 @@ class TimedPlan:
             return calls
         return int(len(self.keep) < max(SAMPLED_OUTPUTS, KEEP_BYTES // max(self.output_bytes, 1)))
 
-    def kept(self, position: int) -> bool:
-        return position in self.keep
-
     def positions(self) -> list[int]:
         """Every kept position, in order."""
         return sorted(self.keep)

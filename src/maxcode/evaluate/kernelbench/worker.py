@@ -599,16 +599,16 @@ def _reserve(torch: Any, spec: dict[str, Any], call_bytes: int) -> None:
     in others, and the reserve was skipped for calls above 16 MiB; without it, the heap grew
     inside timed calls: identical scaled ``level1/94_MSELoss`` candidates had calls of 275
     instead of 29 ms and scored 0.72-1.00, against 0.995-1.001 with it.)"""
+    if call_bytes <= 0:
+        return
     chunk = min(int(spec.get("chunk_bytes", 0)), int(spec.get("chunk_calls", 0)) * call_bytes)
+    pool = [torch.empty(number % 4096 + 1) for number in range(4096)]
+    pool += [bytes(512 + 61 * number) for number in range(2048)]
+    del pool
     # A chunk holds one call at least, however large; each large tensor of it may need 2 MiB
     # more than its size, for its alignment.
-    need = 2 * max(chunk, call_bytes) + _ALIGNMENT_SLACK if call_bytes > 0 else 0
-    if need > 0:
-        pool = [torch.empty(number % 4096 + 1) for number in range(4096)]
-        pool += [bytes(512 + 61 * number) for number in range(2048)]
-        del pool
-        reserve = torch.ones(need, dtype=torch.uint8)
-        del reserve
+    reserve = torch.ones(2 * max(chunk, call_bytes) + _ALIGNMENT_SLACK, dtype=torch.uint8)
+    del reserve
 
 
 def _forward_under_nvtx(
@@ -872,11 +872,11 @@ class _Timing:
         device: Any,
         make_inputs: Callable[[int], list[Any]],
         sync: Callable[[], None],
-        keep: Callable[[Any], list[Any]],
+        flat: Callable[[Any], list[Any]],
         channel: _Channel,
     ) -> None:
         self.torch, self.spec, self.device = torch, spec, device
-        self.make_inputs, self.sync, self.keep = make_inputs, sync, keep
+        self.make_inputs, self.sync, self.flat = make_inputs, sync, flat
         self.channel = channel
         self.cuda = device.type == "cuda"
         self.last: Any = None
@@ -949,7 +949,7 @@ class _Timing:
                 # Every call's outputs are plain tensors, kept or not: which ones the parent
                 # keeps is drawn after the chunk, and an output that computes itself when
                 # read would otherwise do the work only for those.
-                outputs.append(self.keep(self.last))
+                outputs.append(self.flat(self.last))
                 self.last = None
             # Waits for the answer at once: the parent reads this process's CPU clock while
             # it is blocked (a process's clock read from outside lags up to a scheduler tick

@@ -114,12 +114,12 @@ def test_adaptive_timing_stops_on_a_narrow_interval_the_budget_or_the_cap() -> N
     many = [[1.0] * 8] * 12 + [[1.0] * 4]
     noisy = [[1.0] * 8, [2.0] * 8] * 6 + [[1.0] * 4]
     assert stopping.next_calls(8, noisy, many, 0.1) == 0  # 100 calls: the cap
-    assert chunk_calls(0.00001, None) == 1024 and chunk_calls(0.001, None) == 50
-    assert chunk_calls(0.00001, None, max_calls=1000) == 200  # five chunks at least
-    assert chunk_calls(0.5, None) == 1 and chunk_calls(0.02, None) == 2
-    assert chunk_calls(0.001, None, output_bytes=16 << 20) == 4  # inputs held per chunk
-    # Fixed trials: enough chunks for a warm-up pair and four more.
-    assert chunk_calls(0.00001, 24) == 5 and chunk_calls(0.5, 3) == 1 and chunk_calls(0.5, 20) == 1
+    assert chunk_calls(0.00001, None) == 1024 and chunk_calls(0.001, None) == 15
+    assert chunk_calls(0.00001, None, max_calls=1000) == 111  # nine chunks at least
+    assert chunk_calls(0.5, None) == 1 and chunk_calls(0.005, None) == 3
+    assert chunk_calls(0.0001, None, output_bytes=16 << 20) == 4  # inputs held per chunk
+    # Fixed trials: enough chunks for a warm-up pair and eight more.
+    assert chunk_calls(0.00001, 24) == 2 and chunk_calls(0.5, 3) == 1 and chunk_calls(0.5, 20) == 1
 
 
 def _side(
@@ -161,12 +161,12 @@ def test_two_sides_take_turns_chunk_by_chunk_and_never_run_together() -> None:
     for thread in threads:
         thread.join(timeout=10)
     assert not errors
-    timed = order[:10]
-    assert timed == [f"{side}{n}" for n in range(5) for side in ("r", "c")]
-    assert plan.chunks == [8] * 5 and plan.trials == 40
-    assert len(schedule.times[REFERENCE]) == len(schedule.times[CANDIDATE]) == 5
+    timed = order[:20]
+    assert timed == [f"{side}{n}" for n in range(10) for side in ("r", "c")]
+    assert plan.chunks == [4] * 10 and plan.trials == 40  # a ninth of the calls, at most
+    assert len(schedule.times[REFERENCE]) == len(schedule.times[CANDIDATE]) == 10
     # The identity model's chunks, while the candidate waits idle; then it is let go.
-    assert order[10:] == ["O"] * 4 + ["candidate stopped"]
+    assert order[20:] == ["O"] * 4 + ["candidate stopped"]
     assert schedule.started_ns is not None and schedule.stopped_ns is not None
 
 

@@ -233,7 +233,7 @@ def chunk_calls(
     calls = min(calls, CHUNK, CHUNK_BYTES // max(output_bytes, 1))
     most = trials or max_calls
     if most:
-        calls = min(calls, -(-most // (MIN_PAIRS + 1)))
+        calls = min(calls, most // (MIN_PAIRS + 1))
     return max(1, calls)
 
 

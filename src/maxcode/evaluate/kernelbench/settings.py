@@ -18,13 +18,30 @@ it; the two workers take turns chunk by chunk. Each chunk costs a few messages t
 parent (a millisecond or more on a loaded machine), inside its span: chunks of 8 tiny calls
 (30 us each) spent ten times their calls' time on them, and that noise hid work moved outside
 the calls. Chunks of ``CHUNK_S`` keep it to a few percent."""
-CHUNK_S = 0.05
-"""Seconds of calls a chunk aims at (slow calls make chunks of fewer calls, down to one)."""
+CHUNK_S = 0.015
+"""Seconds of calls a chunk aims at (slow calls make chunks of fewer calls, down to one).
+
+Short, so that the two chunks of a pair run in the same state of the machine: on this
+project's virtual machine a worker's calls ran 20-25% slower or faster for a few hundred
+milliseconds at a time, on either side, and a pair that such a change fell between was off by
+that much. At 50 ms of calls (80-130 ms a side with the inputs and outputs) the pairs' log
+ratios of identical tiny-call candidates spread 10-20%, and the 2-second window often ended
+after 8 pairs with intervals of +-10%. Identical candidates of the scaled ``level2/34_
+ConvTranspose3d_LayerNorm_GELU_Scaling``, the settings alternated (``benchmarks/chunk_size.py``,
+8 runs each, two sessions): a spread of the log speedup of 7.0% and 2.9% at 50 ms, 1.2% and
+1.25% at 15 ms; ``level2/47_Conv3d_Mish_Tanh`` 1.6% and 1.1% against 0.6-1.1% and 1.3%, no
+clear change. The evaluations got shorter too (3.6 to 3.2 s, 3.7 to 3.1 s): more pairs, each
+cheaper, reach a narrow interval before the cap."""
 CHUNK_BYTES = 64 << 20
 """Bytes of inputs and outputs a chunk may hold: a chunk's inputs are all made before its
 first call (a 32 MiB input with a 3 ms call made chunks of 16 inputs, 512 MiB, otherwise)."""
-MIN_PAIRS = 4
-"""Pairs of chunks (one per side) timed before the interval may stop the timing."""
+MIN_PAIRS = 8
+"""Pairs of chunks (one per side) timed before the interval may stop the timing. An interval
+from three or four log ratios (the warm-up pair left out) can look narrow by chance, and a
+window that stops on it keeps that lucky draw: identical candidates stopped after 3 to 5 pairs
+with intervals of +-0.3% and scored 0.964 (the scaled ``level2/47_Conv3d_Mish_Tanh``) and
+0.969 (``1_ScaledGELU``). Short chunks make the extra pairs
+cheap; calls slow enough for one-call chunks take ``Stopping.min_calls`` (10) anyway."""
 TARGET = 0.02
 """Timing stops once the speedup's 95% interval lies within +-2% of it."""
 PROCESS_BIAS = 0.02

@@ -39,9 +39,9 @@ MIN_PAIRS = 8
 """Pairs of chunks (one per side) timed before the interval may stop the timing. An interval
 from three or four log ratios (the warm-up pair left out) can look narrow by chance, and a
 window that stops on it keeps that lucky draw: identical candidates stopped after 3 to 5 pairs
-with intervals of +-0.3% and scored 0.964 (the scaled ``level2/47_Conv3d_Mish_Tanh``) and
-0.969 (``1_ScaledGELU``). Short chunks make the extra pairs
-cheap; calls slow enough for one-call chunks take ``Stopping.min_calls`` (10) anyway."""
+with intervals of +-0.3-0.5% and scored 0.964 (the scaled ``level2/47_Conv3d_Mish_Tanh``)
+and 0.969 (``1_ScaledGELU``). Short chunks make the extra pairs cheap; calls slow enough for
+one-call chunks take ``Stopping.min_calls`` (10) anyway."""
 TARGET = 0.02
 """Timing stops once the speedup's 95% interval lies within +-2% of it."""
 PROCESS_BIAS = 0.02

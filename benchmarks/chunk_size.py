@@ -49,15 +49,16 @@ class Setting:
 
 
 class Patched:
-    """``setting`` in force for the evaluations inside the ``with``."""
+    """``setting`` in force for the evaluations inside the ``with``: the chunks' seconds, and
+    the least pairs of the evaluator's ``Stopping`` (which also sizes the chunks by it)."""
 
     def __init__(self, setting: Setting) -> None:
         self.setting = setting
-        self.saved = (schedule.CHUNK_S, schedule.MIN_PAIRS, KernelBenchSettings.stopping)
+        self.saved = (schedule.CHUNK_S, KernelBenchSettings.stopping)
 
     def __enter__(self) -> None:
-        setting, stopping = self.setting, self.saved[2]
-        schedule.CHUNK_S, schedule.MIN_PAIRS = setting.chunk_s, setting.min_pairs
+        setting, stopping = self.setting, self.saved[1]
+        schedule.CHUNK_S = setting.chunk_s
 
         def patched(settings: KernelBenchSettings) -> schedule.Stopping:
             return dataclasses.replace(stopping(settings), min_pairs=setting.min_pairs)
@@ -65,8 +66,7 @@ class Patched:
         KernelBenchSettings.stopping = patched  # type: ignore[method-assign]
 
     def __exit__(self, *exc: object) -> None:
-        schedule.CHUNK_S, schedule.MIN_PAIRS, stopping = self.saved
-        KernelBenchSettings.stopping = stopping  # type: ignore[method-assign]
+        schedule.CHUNK_S, KernelBenchSettings.stopping = self.saved  # type: ignore[method-assign]
 
 
 class Counted:

@@ -453,25 +453,25 @@ class Judge:
                 f"({report.torch_threads_before} -> {report.torch_threads_after})",
             )
         conversation = candidate.conversation
-        span = conversation.span_cpu("K") if conversation else None
-        if conversation and span is not None and self.settings.device == "cpu":
+        # On CUDA the driver's own threads run beside the calls: these two are for the CPU.
+        if conversation is not None and self.settings.device == "cpu":
+            chunks = len(conversation.chunk_times("K"))
             # Exact, unlike the run's total below: a worker on one CPU cannot spend more CPU
-            # time than host time. (On CUDA the driver's own threads run beside the calls.)
-            cpu, host = span
-            if cpu > host + SPAN_CPU_SLACK_S * max(len(conversation.chunk_times("K")), 1):
+            # time than host time.
+            cpu, host = conversation.span_cpu("K") or (0.0, 0.0)
+            if cpu > host + SPAN_CPU_SLACK_S * max(chunks, 1):
                 self.verdict.flag(
                     "parallel",
                     f"the candidate's process spent {cpu * 1e3:.1f} ms of CPU time in "
                     f"{host * 1e3:.1f} ms of timed chunks (seeds to outputs): it ran on more "
                     "than its one CPU",
                 )
-        waiting = conversation.waiting_cpu("K") if conversation else None
-        if conversation and waiting is not None and self.settings.device == "cpu":
             # While it waits for its turn the reference's chunk runs on the same CPU: a thread
             # of the candidate's running then takes that CPU from the reference's calls
-            # (``steal_turns.py``). An honest worker is blocked on its descriptor.
-            turns = len(conversation.chunk_times("K")) + 1  # the last wait included
-            if waiting > WAITING_CPU_SLACK_S * turns:
+            # (``steal_turns.py``). An honest worker is blocked on its descriptor. The last
+            # wait counts too.
+            waiting = conversation.waiting_cpu("K")
+            if waiting is not None and waiting > WAITING_CPU_SLACK_S * (chunks + 1):
                 self.verdict.flag(
                     "parallel",
                     f"the candidate's process spent {waiting * 1e3:.1f} ms of CPU time while "

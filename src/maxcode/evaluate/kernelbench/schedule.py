@@ -223,17 +223,21 @@ class Stopping:
 
 
 def chunk_calls(
-    estimate_s: float, trials: int | None, output_bytes: int = 0, max_calls: int = 0
+    estimate_s: float,
+    trials: int | None,
+    output_bytes: int = 0,
+    max_calls: int = 0,
+    min_pairs: int = MIN_PAIRS,
 ) -> int:
     """Calls per chunk: about ``CHUNK_S`` of calls, at most ``CHUNK`` and ``CHUNK_BYTES`` of
     inputs and outputs (``output_bytes``: both, per call, ``TimedPlan.call_bytes``), at least
     one; also few enough that the trials (fixed, or at most ``max_calls``) make
-    ``MIN_PAIRS`` + 1 chunks (the first pair is a warm-up pair)."""
+    ``min_pairs`` + 1 chunks (the first pair is a warm-up pair)."""
     calls = CHUNK if estimate_s <= 0 else round(CHUNK_S / estimate_s)
     calls = min(calls, CHUNK, CHUNK_BYTES // max(output_bytes, 1))
     most = trials or max_calls
     if most:
-        calls = min(calls, most // (MIN_PAIRS + 1))
+        calls = min(calls, most // (min_pairs + 1))
     return max(1, calls)
 
 
@@ -266,7 +270,9 @@ class TimedPlan:
         """The reference's warm-up sizes the chunks (on a call's time and the bytes of its
         inputs and outputs) and says whether all outputs fit."""
         self.output_bytes, self.input_bytes = output_bytes, input_bytes
-        self.chunk = chunk_calls(estimate_s, stopping.trials, self.call_bytes, stopping.max_calls)
+        self.chunk = chunk_calls(
+            estimate_s, stopping.trials, self.call_bytes, stopping.max_calls, stopping.min_pairs
+        )
         most = stopping.trials or stopping.max_calls
         self.keep_all = output_bytes * most <= KEEP_BYTES
 
@@ -435,6 +441,7 @@ class Schedule:
                 self.stopping.trials,
                 self.plan.call_bytes,
                 self.stopping.max_calls,
+                self.stopping.min_pairs,
             )
             calls = self.stopping.next_calls(
                 self.plan.chunk, self.times[REFERENCE], self.times[CANDIDATE], elapsed

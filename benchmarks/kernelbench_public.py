@@ -11,12 +11,14 @@ many identical candidates scored within 0.95-1.05, and which did not.
 
     python benchmarks/kernelbench_public.py KERNELBENCH_DIR [--levels 1,2] [--scale 0.1]
         [--jobs 1] [--limit N] [--only level1/42,level2/1] [--jsonl rows.jsonl]
-        [--layouts fixed,random] [--rounds 2]
+        [--layouts fixed,random] [--passes 2] [--rounds 4]
 
 ``--layouts fixed,random`` evaluates each problem once per worker address layout, the two
 alternated problem by problem (``random`` sets ``MAXCODE_LAYOUT=random``: the workers keep the
 randomized layout), and summarizes each layout apart: what fixing the layout is worth, side by
-side in one run. ``--rounds`` repeats the whole list.
+side in one run. ``--passes`` repeats the whole list. ``--rounds`` is ``maxcode eval``'s:
+rounds of fresh worker pairs per evaluation (default: eval's own, what a reported speedup
+takes).
 
 Timings need an otherwise idle machine; ``--jobs`` above 1 runs evaluations side by side
 (quicker for "does it run", noisier speedups).
@@ -72,7 +74,12 @@ def identical_candidate(problem: Path) -> str:
 
 
 def evaluate(
-    problem: Path, name: str, scale: float, compile_baseline: bool, layout: str = "fixed"
+    problem: Path,
+    name: str,
+    scale: float,
+    compile_baseline: bool,
+    layout: str = "fixed",
+    rounds: int | None = None,
 ) -> Row:
     with tempfile.TemporaryDirectory(prefix="maxcode-kbpublic-") as folder:
         candidate = Path(folder) / "candidate.py"
@@ -88,6 +95,7 @@ def evaluate(
             "--scale",
             str(scale),
             "--compile-baseline" if compile_baseline else "--no-compile-baseline",
+            *(["--rounds", str(rounds)] if rounds else []),
         ]
         environment = dict(os.environ)
         environment.pop("MAXCODE_LAYOUT", None)
@@ -226,7 +234,10 @@ def main() -> None:
     parser.add_argument(
         "--layouts", default="fixed", help="worker address layouts, alternated: fixed,random"
     )
-    parser.add_argument("--rounds", type=int, default=1, help="times the whole list is run")
+    parser.add_argument("--passes", type=int, default=1, help="times the whole list is run")
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="maxcode eval --rounds (default: eval's)"
+    )
     options = parser.parse_args()
     layouts = [item.strip() for item in options.layouts.split(",") if item.strip()]
     if not layouts or set(layouts) - {"fixed", "random"}:
@@ -236,14 +247,22 @@ def main() -> None:
     problems = list(chosen_problems(options.root, levels, options.limit, only))
     runs = [
         (path, name, layout)
-        for _ in range(max(1, options.rounds))
+        for _ in range(max(1, options.passes))
         for path, name in problems
         for layout in layouts
     ]
     print(f"{'problem':<44} {'ran':>4} {'speedup':>7} {'95% interval':>17} {'eval s':>6}")
     with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
         futures = [
-            pool.submit(evaluate, path, name, options.scale, options.compile_baseline, layout)
+            pool.submit(
+                evaluate,
+                path,
+                name,
+                options.scale,
+                options.compile_baseline,
+                layout,
+                options.rounds,
+            )
             for path, name, layout in runs
         ]
         rows = []

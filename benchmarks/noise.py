@@ -6,7 +6,8 @@ is noise. For two C++ tasks and two KernelBench problems (the problem's own ``Mo
 times per case, on an idle machine and again with one core kept busy by a spinning process,
 and prints per case and condition: the max/min ratio of the speedups (the spread noise gives;
 target at most 1.02 idle and 1.05 loaded), the lowest and highest speedup, how many 95%
-intervals contain 1.0, the mean rounds (C++) and the mean seconds per evaluation.
+intervals contain 1.0, the mean rounds (C++: timed rounds; KernelBench: rounds of fresh
+worker pairs) and the mean seconds per evaluation.
 
 Run it on a machine nothing else is using (it measures the machine's own noise):
 
@@ -89,10 +90,14 @@ def cases(folder: Path) -> list[Case]:
     return found
 
 
-def evaluate(case: Case, repeats: int | None = None) -> tuple[dict[str, object] | None, float, str]:
+def evaluate(
+    case: Case, repeats: int | None = None, rounds: int | None = None
+) -> tuple[dict[str, object] | None, float, str]:
     """One ``maxcode eval --json`` of a case: its JSON (None on failure), seconds, error."""
     started = time.perf_counter()
     fixed = ["--repeats", str(repeats), "--no-compile-baseline"] if repeats else []
+    if rounds and case.name in KERNELBENCH_PROBLEMS:
+        fixed += ["--rounds", str(rounds)]
     done = subprocess.run(
         [*MAXCODE, "eval", case.task, case.candidate, "--json", *fixed],
         capture_output=True,
@@ -124,10 +129,12 @@ class Spinner:
             self.process.wait()
 
 
-def measure(case: Case, condition: str, runs: int, repeats: int | None = None) -> Measured:
+def measure(
+    case: Case, condition: str, runs: int, repeats: int | None = None, rounds: int | None = None
+) -> Measured:
     measured = Measured(case.name, condition)
     for _ in range(runs):
-        result, seconds, error = evaluate(case, repeats)
+        result, seconds, error = evaluate(case, repeats, rounds)
         measured.seconds.append(seconds)
         if result is None:
             measured.errors.append(error)
@@ -135,7 +142,9 @@ def measure(case: Case, condition: str, runs: int, repeats: int | None = None) -
         measured.speedups.append(float(result["speedup"]))  # type: ignore[arg-type]
         interval = result.get("speedup_interval")
         measured.intervals.append(list(interval) if interval else None)  # type: ignore[call-overload]
-        measured.rounds.append(int(result.get("repeats") or 0))  # type: ignore[call-overload]
+        # C++: timed rounds (a process each); KernelBench: rounds of fresh worker pairs.
+        rounds_run = result.get("rounds") or result.get("repeats") or 0
+        measured.rounds.append(int(rounds_run))  # type: ignore[call-overload]
     return measured
 
 
@@ -183,6 +192,12 @@ def main() -> None:
         "without the torch.compile baseline: what stays of the spread when the timing window "
         "is not what limits it (a bias that lasts a whole process)",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        help="KernelBench: rounds of fresh worker pairs per evaluation (default: maxcode "
+        "eval's, the number a reported speedup takes)",
+    )
     options = parser.parse_args()
     conditions = options.condition or list(CONDITIONS)
     with tempfile.TemporaryDirectory(prefix="maxcode-noise-") as folder:
@@ -197,11 +212,13 @@ def main() -> None:
             if condition == "loaded":
                 with Spinner():
                     results += [
-                        measure(case, condition, options.runs, options.repeats) for case in chosen
+                        measure(case, condition, options.runs, options.repeats, options.rounds)
+                        for case in chosen
                     ]
             else:
                 results += [
-                    measure(case, condition, options.runs, options.repeats) for case in chosen
+                    measure(case, condition, options.runs, options.repeats, options.rounds)
+                    for case in chosen
                 ]
     for measured in results:
         for error in measured.errors:

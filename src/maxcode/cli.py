@@ -195,6 +195,14 @@ def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
     "on a CPU). triton on a CPU is checked in Triton's interpreter, not timed.",
 )
 @click.option(
+    "--rounds",
+    type=click.IntRange(min=1),
+    default=None,
+    envvar="MAXCODE_ROUNDS",
+    help="KernelBench: timing windows, each with fresh worker processes, combined into one "
+    "speedup (default 4; a search screens with 1 and re-verifies with 4).",
+)
+@click.option(
     "--profile",
     is_flag=True,
     envvar="MAXCODE_PROFILE",
@@ -216,6 +224,7 @@ def eval_command(
     tolerance: float | None,
     compile_only: bool,
     backend: str | None,
+    rounds: int | None,
     profile: bool,
 ) -> None:
     """Check CANDIDATE against TASK's reference and measure its speedup."""
@@ -236,6 +245,7 @@ def eval_command(
         compile_only=compile_only,
         profile=profile,
         backend=backend,
+        rounds=rounds,
     )
     if as_json:
         click.echo(json.dumps(feedback.model_dump(mode="json")))
@@ -928,7 +938,11 @@ def _print_feedback(feedback: Feedback) -> None:
     elif feedback.correct and feedback.reference_cost and feedback.candidate_cost:
         low, high = feedback.speedup_interval or (feedback.speedup, feedback.speedup)
         noise = f", 95% CI {low:.2f}x-{high:.2f}x" if low != high else ""
-        rounds = f" over {feedback.repeats} rounds" if noise and feedback.repeats else ""
+        if feedback.rounds:
+            windows = f" in {feedback.rounds} rounds" if feedback.rounds > 1 else ""
+            rounds = f" over {feedback.repeats} timed calls{windows}" if noise else ""
+        else:
+            rounds = f" over {feedback.repeats} rounds" if noise and feedback.repeats else ""
         console.print(
             f"speedup [bold]{feedback.speedup:.2f}x[/] ({feedback.metric}: "
             f"{unit(feedback.reference_cost)} -> {unit(feedback.candidate_cost)}{noise}{rounds})"

@@ -11,12 +11,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-FEEDBACK_SCHEMA_VERSION = 5
+FEEDBACK_SCHEMA_VERSION = 6
 """2: ``device``, ``timings``, ``speedup_vs_compile``, ``shape_scale``, ``profiles``
 (KernelBench); ``cpp_profile``, ``profile_seconds``. 3: ``roofline``, ``kernel_metrics``,
 ``kernel_metrics_note`` (KernelBench). 4: ``suspect``, ``claimed_speedup`` (the integrity
 policy: a void finding takes the reward). 5: ``speedup_interval``, ``phases``, ``backend``;
-metric ``printed`` (project tasks)."""
+metric ``printed`` (project tasks). 6: ``rounds`` (KernelBench)."""
 
 TestStatus = Literal[
     "passed", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit"
@@ -289,6 +289,10 @@ class Feedback(_Record):
     """Per-test candidate cost, same order and unit."""
     repeats: int = 0
     """Timed runs per test and program (wall metric; warm-up excluded)."""
+    rounds: int = 0
+    """KernelBench: timing windows combined, each with a fresh pair of worker processes
+    (``maxcode.evaluate.kernelbench.rounds``); 0 elsewhere (a C++ round is one of
+    ``repeats``)."""
     candidate_sha256: str = ""
     """Content hash of the candidate source."""
     device: str = "cpu"

@@ -15,6 +15,7 @@ import pytest
 
 from maxcode.evaluate import evaluate_task
 from maxcode.evaluate.integrity import void_findings
+from maxcode.evaluate.kernelbench.rounds import REPORTED_ROUNDS
 from maxcode.tasks import load_task
 from maxcode.types import Feedback
 from tests.helpers import REPO, run_maxcode
@@ -127,6 +128,8 @@ def test_maxcode_eval_json_has_the_contract_fields_and_the_compile_baseline() ->
     assert printed["timings"]["compile"]["median_s"] > 0
     assert printed["speedup_vs_compile"] > 0
     assert printed["shape_scale"] == 1.0
+    # A reported number: fresh worker pairs sampled the bias of one pair of processes.
+    assert printed["rounds"] == REPORTED_ROUNDS and printed["repeats"] == 10 * REPORTED_ROUNDS
 
 
 @pytest.mark.parametrize(

@@ -46,6 +46,7 @@ def test_the_best_program_is_judged_again_and_reported(tmp_path: Path) -> None:
             "speedup_interval": None,
             "message": "",
             "suspect": None,
+            "rounds": 0,
         }
     ]
     assert "candidate 2 reward 3.0" in (tmp_path / "best.cpp").read_text()

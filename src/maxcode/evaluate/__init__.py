@@ -15,6 +15,7 @@ from maxcode.evaluate.kernelbench import (
     evaluate_kernelbench,
     needs_build,
 )
+from maxcode.evaluate.kernelbench.rounds import REPORTED_ROUNDS
 from maxcode.evaluate.sandbox import Isolation, Limits, Sandbox, SandboxResult, detect_isolation
 from maxcode.tasks import Task, load_task
 from maxcode.types import Feedback, Metric
@@ -51,12 +52,15 @@ def evaluate_task(
     compile_only: bool = False,
     profile: bool = False,
     backend: str | None = None,
+    rounds: int | None = None,
 ) -> Feedback:
     """Judge a candidate's source against a loaded task (``cpu``: where timed runs are pinned;
     None picks one). KernelBench only: ``compile_baseline`` also times ``torch.compile`` of the
     reference; ``tolerance`` replaces the per-dtype defaults; ``compile_only`` builds the
     candidate's extensions and runs nothing; ``profile`` adds where each forward's time goes;
-    ``backend`` is the candidates' kernel language (None: ``cuda`` on a GPU, C++ on a CPU)."""
+    ``backend`` is the candidates' kernel language (None: ``cuda`` on a GPU, C++ on a CPU);
+    ``rounds`` timing windows with fresh workers are combined (None: one). C++ and project
+    tasks start fresh processes every timed round already and take no ``rounds``."""
     if task.kind == "cpp":
         if device != "cpu":
             raise MaxcodeError(
@@ -98,6 +102,7 @@ def evaluate_task(
             compile_only=compile_only,
             profile=profile,
             backend=backend,
+            rounds=rounds or 1,
         )
         return evaluate_kernelbench(
             task, candidate_source, settings=settings, sandbox=sandbox, cpu=cpu
@@ -134,11 +139,13 @@ def evaluate(
     compile_only: bool = False,
     profile: bool = False,
     backend: str | None = None,
+    rounds: int | None = None,
 ) -> Feedback:
     """``maxcode eval``: load the task and the candidate file, then judge the candidate.
 
     ``isolation`` outside ``SAFE_LEVELS`` (what ``auto`` falls back to without bubblewrap and
-    namespaces) is refused with ``UnsafeIsolation`` unless ``unsafe_isolation`` accepts it."""
+    namespaces) is refused with ``UnsafeIsolation`` unless ``unsafe_isolation`` accepts it.
+    ``rounds`` (KernelBench only) defaults to ``REPORTED_ROUNDS``: the number is reported."""
     if metric not in ("wall", "instructions", "printed"):
         raise MaxcodeError(f"unknown metric {metric!r} (wall, instructions or printed)")
     if isolation not in ("auto", "bwrap", "unshare", "rlimits"):
@@ -147,6 +154,11 @@ def evaluate(
     level = cast(Isolation, isolation) if isolation != "auto" else "auto"
     sandbox = Sandbox(level, unsafe_ok=unsafe_isolation)
     task = load_task(task_spec, pie_tests, scale)
+    if task.kind != "kernelbench" and rounds is not None:
+        raise MaxcodeError(
+            f"{task.name}: --rounds is for KernelBench tasks (C++ and project tasks time "
+            "fresh processes every round; --repeats sets the least number of rounds)"
+        )
     path = Path(candidate_path)
     if task.kind == "project":
         from maxcode.evaluate.project import load_candidate
@@ -173,4 +185,5 @@ def evaluate(
         compile_only=compile_only,
         profile=profile,
         backend=backend,
+        rounds=REPORTED_ROUNDS if rounds is None else rounds,
     )

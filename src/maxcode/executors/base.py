@@ -41,6 +41,8 @@ class EvalJob:
     """The user accepted a level outside ``SAFE_LEVELS`` (``--unsafe-isolation``)."""
     backend: str | None = None
     """KernelBench: the candidates' kernel language (None: cuda on a GPU, C++ on a CPU)."""
+    rounds: int | None = None
+    """KernelBench: timing windows with fresh workers, combined (None: one)."""
 
     def sandbox_key(self) -> tuple[str, bool]:
         """What the job's sandbox is built from: ``Sandbox(level, unsafe_ok=...)``."""
@@ -56,6 +58,7 @@ class EvalJob:
             "tolerance": self.tolerance,
             "profile": self.profile,
             "backend": self.backend,
+            "rounds": self.rounds,
         }
 
 

@@ -272,6 +272,7 @@ def _result_node(store: RunStore, record: RunRecord) -> tuple[str | None, float 
             else None,
             "message": refutation(feedback),
             "suspect": feedback.suspect,
+            "rounds": feedback.rounds,
         }
         for node_id, feedback in store.verifications(record.run_id)
     ]

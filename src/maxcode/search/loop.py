@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
+from maxcode.evaluate.kernelbench.rounds import REPORTED_ROUNDS
 from maxcode.executors import EvalJob, Executor
 from maxcode.llm import LLMProvider, LLMRequest
 from maxcode.llm.extract import extract_code
@@ -409,7 +410,7 @@ class Search:
         for node, first in duplicates:
             node.feedback = first.feedback
 
-    def _job(self, source: str, profile: bool | None = None) -> EvalJob:
+    def _job(self, source: str, profile: bool | None = None, rounds: int | None = None) -> EvalJob:
         return EvalJob(
             self.task,
             source,
@@ -422,6 +423,7 @@ class Search:
             isolation=self.config.isolation,
             unsafe_isolation=self.config.unsafe_isolation,
             backend=self.config.backend,
+            rounds=rounds,
         )
 
     # --- the final re-verification -------------------------------------------------------
@@ -453,7 +455,9 @@ class Search:
             assert node.source is not None
             feedback = done.get(node.node_id)
             if feedback is None:
-                feedback = await self.executor.evaluate(self._job(node.source, profile=False))
+                rounds = REPORTED_ROUNDS if self.task.kind == "kernelbench" else None
+                job = self._job(node.source, profile=False, rounds=rounds)
+                feedback = await self.executor.evaluate(job)
                 self.store.put_verification(self.run_id, node.node_id, feedback)
             checked.append(Verification.of(node, feedback))
             if confirms(feedback):

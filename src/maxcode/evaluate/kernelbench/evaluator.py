@@ -19,6 +19,10 @@ Protocol (one call of ``evaluate_kernelbench``):
 4. Judgement in the parent (``judge.py``) with the parent's own torch (imported while the
    workers start up).
 
+With ``settings.rounds`` above one, steps 1-4 run again with fresh seeds and fresh workers,
+and the rounds are combined (``rounds.py``: a bias that lasts a whole process is sampled
+only by fresh processes).
+
 The reward is the paired estimate of eager time / candidate time (``schedule.paired_speedup``,
 with its interval); ``speedup_vs_compile`` is reported too. ``Feedback.phases`` says where the
 seconds went (``PHASES``).
@@ -33,12 +37,13 @@ import os
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from maxcode.errors import MaxcodeError, TaskError
 from maxcode.evaluate.cpp import timing_cpu
-from maxcode.evaluate.kernelbench import roofline
+from maxcode.evaluate.kernelbench import roofline, rounds
 from maxcode.evaluate.kernelbench.backends import check_backend
 from maxcode.evaluate.kernelbench.channel import Conversation
 from maxcode.evaluate.kernelbench.judge import Judge
@@ -131,11 +136,13 @@ def evaluate_kernelbench(
     cpu: int | None = None,
 ) -> Feedback:
     """Judge ``candidate`` (Python source defining ``ModelNew``) against the task's ``Model``;
-    both are pinned to ``cpu`` (None: the last CPU this process may use)."""
+    both are pinned to ``cpu`` (None: the last CPU this process may use). ``settings.rounds``
+    evaluations run one after the other, combined (``rounds.combine``); the first that is not
+    a clean correct verdict ends them and is the evaluation's."""
     settings = settings or KernelBenchSettings()
-    clock = PhaseClock()
-    if cpu is None:
-        cpu = timing_cpu()
+    if settings.rounds < 1:
+        raise MaxcodeError(f"rounds must be at least 1 (got {settings.rounds})")
+    pinned = timing_cpu() if cpu is None else cpu
     torch = check_device(settings.device, settings.compile_only, settings.backend, lazy=True)
     sandbox = sandbox or Sandbox()
     paths = python_paths()
@@ -148,6 +155,28 @@ def evaluate_kernelbench(
             "KernelBench evaluation needs bubblewrap here: the Python installation lives in a "
             "folder other users cannot enter (apt-get install bubblewrap)"
         )
+    done: list[Feedback] = []
+    later = replace(settings, compile_baseline=False, profile=False)
+    for number in range(1 if settings.compile_only else settings.rounds):
+        chosen = later if number else settings
+        feedback = _one_round(task, candidate, chosen, sandbox, pinned, paths, torch)
+        done.append(feedback)
+        if not rounds.clean(feedback):
+            break
+    return rounds.combine(done)
+
+
+def _one_round(
+    task: Task,
+    candidate: str,
+    settings: KernelBenchSettings,
+    sandbox: Sandbox,
+    cpu: int | None,
+    paths: list[Path],
+    torch: Any,
+) -> Feedback:
+    """One round: fresh seeds, both workers, checks, the timing window, the verdict."""
+    clock = PhaseClock()
     digest = hashlib.sha256(candidate.encode()).hexdigest()
     written = Job.write(task, candidate)
     job = written.folder

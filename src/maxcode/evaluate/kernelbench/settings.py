@@ -103,6 +103,10 @@ class KernelBenchSettings:
     backend: str | None = None
     """The candidates' kernel language: ``cuda``, ``triton``, ``cpp``; None: ``cuda`` on a GPU,
     ``cpp`` (C++ extensions) on a CPU."""
+    rounds: int = 1
+    """Timing windows, each with a fresh pair of workers, combined into one speedup
+    (``rounds.py``): one screens a search's candidates, ``rounds.REPORTED_ROUNDS`` for a
+    speedup that is reported."""
 
     def kernel_backend(self) -> str:
         """The backend in effect (``backend`` resolved by device)."""

@@ -1,0 +1,112 @@
+"""Rounds of a KernelBench evaluation: timing windows, each with a fresh pair of worker
+processes, combined into one speedup (``combine``).
+
+Why. Pairing the two sides chunk by chunk cancels a load that drifts, but not a bias that lasts
+a whole worker process: on this project's virtual machine identical ``1_ScaledGELU``
+candidates timed for 400 calls a side (pairs' intervals of +-0.5-1%) still spread 0.9% (sd of
+the log speedup) from one evaluation to the next, and more when the physical pages behind the
+workers' memory were shuffled (2.1%): where a process's memory landed decides how fast it runs
+for its whole life. More calls cannot shrink that; only fresh processes sample it, and ``r``
+rounds divide it by the square root of ``r``. The search screens its candidates with one round
+(cheap, the interval's low end selects); what is reported as a result (``maxcode eval``, the
+search's final re-verification) takes ``REPORTED_ROUNDS``.
+
+Combination. Every round is a whole evaluation: fresh seeds, checks, integrity judgement. The
+first round whose verdict is not a clean correct one (wrong, failed, void) is the evaluation's
+verdict, and no further round runs. Otherwise the speedup is the geometric mean of the rounds'
+speedups. Its 95% interval:
+
+- the rounds' own intervals as independent errors of a mean: per side, the distance of each
+  round's end from its speedup (in log), root sum of squares, over ``r`` (each round's interval
+  already carries its process bias, ``PROCESS_BIAS``, and the time it charged outside the
+  calls);
+- the rounds' own spread: when they lie further from their mean than their intervals admit,
+  the interval above is widened by that factor (the Birge ratio: the square root of their
+  chi-square over ``r - 1``, when above 1). Rounds without an interval (fewer than two pairs)
+  leave only their spread, with Student's t for ``r - 1`` degrees of freedom.
+
+The torch.compile baseline, the profile and the roofline are measured in the first round only;
+``speedup_vs_compile`` keeps the first round's ratio of compiled to eager time, over the
+combined candidate. The timing statistics and the tests shown are the first round's.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from maxcode.evaluate.kernelbench.schedule import t_quantile
+from maxcode.types import Feedback
+
+REPORTED_ROUNDS = 4
+"""Rounds of an evaluation whose speedup is reported (``maxcode eval``, re-verification).
+Within one round the window stops near +-2% (a standard deviation near 1%) and the process bias
+adds about 0.9%; four rounds bring the sum near 0.67%, what six evaluations of an identical
+program need for a max/min of about 1.02."""
+
+
+def clean(feedback: Feedback) -> bool:
+    """A round whose speedup may be combined: correct, timed, not void."""
+    return feedback.correct and feedback.suspect is None and feedback.speedup > 0
+
+
+def combine(rounds: list[Feedback]) -> Feedback:
+    """One verdict from the rounds run (see the module's docstring); phases add up."""
+    if not rounds:
+        raise ValueError("no rounds to combine")
+    phases: dict[str, float] = {}
+    for done in rounds:
+        for phase, seconds in done.phases.items():
+            phases[phase] = round(phases.get(phase, 0.0) + seconds, 4)
+    last = rounds[-1]
+    if len(rounds) == 1 or not clean(last):
+        return last.model_copy(update={"phases": phases, "rounds": len(rounds)})
+    first = rounds[0]
+    logs = [math.log(done.speedup) for done in rounds]
+    centre = statistics.fmean(logs)
+    speedup = math.exp(centre)
+    costs = [math.log(done.reference_cost or 1e-12) for done in rounds]
+    reference_cost = math.exp(statistics.fmean(costs))
+    vs_compile = None
+    if first.speedup_vs_compile is not None:
+        vs_compile = first.speedup_vs_compile * speedup / first.speedup
+    flags: list[str] = []
+    for number, done in enumerate(rounds, 1):
+        flags += [f"{flag} (round {number})" for flag in done.flags]
+    return first.model_copy(
+        update={
+            "speedup": speedup,
+            "speedup_interval": _interval(rounds, logs, centre),
+            "reference_cost": reference_cost,
+            "candidate_cost": reference_cost / speedup,
+            "reference_costs": [reference_cost],
+            "candidate_costs": [reference_cost / speedup],
+            "repeats": sum(done.repeats for done in rounds),
+            "speedup_vs_compile": vs_compile,
+            "flags": flags,
+            "phases": phases,
+            "rounds": len(rounds),
+        }
+    )
+
+
+def _interval(rounds: list[Feedback], logs: list[float], centre: float) -> tuple[float, float]:
+    count = len(rounds)
+    intervals = [done.speedup_interval for done in rounds]
+    if any(interval is None for interval in intervals):
+        # No round's own error to go by: the rounds' spread alone (Student's t).
+        half = t_quantile(count - 1) * statistics.stdev(logs) / math.sqrt(count)
+        return math.exp(centre - half), math.exp(centre + half)
+    below = [log - math.log(max(i[0], 1e-12)) for log, i in zip(logs, intervals) if i]
+    above = [math.log(max(i[1], 1e-12)) - log for log, i in zip(logs, intervals) if i]
+    # The Birge ratio: how far the rounds lie from their mean in units of their own errors
+    # (about 1 when the intervals tell the truth); larger, it widens the interval by itself.
+    sigmas = [max(down + up, 1e-12) / (2 * _Z975) for down, up in zip(below, above)]
+    chi2 = sum(((log - centre) / sigma) ** 2 for log, sigma in zip(logs, sigmas))
+    ratio = max(1.0, math.sqrt(chi2 / (count - 1)))
+    down = ratio * math.sqrt(sum(d * d for d in below)) / count
+    up = ratio * math.sqrt(sum(u * u for u in above)) / count
+    return math.exp(centre - down), math.exp(centre + up)
+
+
+_Z975 = 1.959964

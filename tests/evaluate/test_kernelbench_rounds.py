@@ -1,0 +1,129 @@
+"""Rounds of a KernelBench evaluation: timing windows with fresh worker pairs, combined into one
+speedup; the first verdict that is not a clean correct one is the evaluation's."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from maxcode.evaluate import evaluate_task
+from maxcode.evaluate.kernelbench.rounds import REPORTED_ROUNDS, combine
+from maxcode.tasks import load_task
+from maxcode.types import Feedback
+from tests.helpers import REPO, run_maxcode
+
+CHEATS = REPO / "tests" / "fixtures" / "kernelbench" / "cheats"
+PROBLEM = CHEATS / "problem.py"
+
+
+def measured(
+    speedup: float,
+    interval: tuple[float, float] | None,
+    *,
+    correct: bool = True,
+    suspect: str | None = None,
+    flags: tuple[str, ...] = (),
+) -> Feedback:
+    return Feedback(
+        task="t",
+        compiled=True,
+        correct=correct,
+        speedup=speedup if correct and suspect is None else 0.0,
+        metric="wall",
+        reference_cost=2e-3,
+        candidate_cost=2e-3 / speedup,
+        tests_passed=3 if correct else 1,
+        tests_total=3,
+        speedup_interval=interval,
+        suspect=suspect,
+        flags=list(flags),
+        repeats=50,
+        phases={"startup": 1.5, "timing": 1.0},
+        speedup_vs_compile=None,
+    )
+
+
+def test_rounds_combine_as_independent_errors_of_a_geometric_mean() -> None:
+    rounds = [measured(1.01, (0.97, 1.05)), measured(0.99, (0.95, 1.03))]
+    combined = combine(rounds)
+    assert combined.rounds == 2 and combined.correct
+    assert combined.speedup == pytest.approx(math.sqrt(1.01 * 0.99))
+    assert combined.candidate_cost == pytest.approx(combined.reference_cost / combined.speedup)
+    assert combined.repeats == 100
+    assert combined.phases == {"startup": 3.0, "timing": 2.0}
+    low, high = combined.speedup_interval or (0, 0)
+    # The rounds agree within their intervals: each round's distance to its ends, root sum
+    # of squares over two rounds, narrower than either round's interval.
+    below = math.hypot(math.log(1.01 / 0.97), math.log(0.99 / 0.95)) / 2
+    above = math.hypot(math.log(1.05 / 1.01), math.log(1.03 / 0.99)) / 2
+    assert math.log(combined.speedup / low) == pytest.approx(below, rel=1e-6)
+    assert math.log(high / combined.speedup) == pytest.approx(above, rel=1e-6)
+    assert below < math.log(1.01 / 0.97)
+
+
+def test_rounds_that_disagree_more_than_their_intervals_admit_widen_the_interval() -> None:
+    # Two processes 10% apart with intervals of +-1%: the spread of the rounds wins.
+    combined = combine([measured(1.10, (1.09, 1.11)), measured(1.00, (0.99, 1.01))])
+    low, high = combined.speedup_interval or (0, 0)
+    assert low < 1.0 < 1.10 < high
+    # Without intervals (too few pairs), the spread alone with Student's t.
+    alone = combine([measured(1.10, None), measured(1.00, None), measured(1.05, None)])
+    low, high = alone.speedup_interval or (0, 0)
+    assert low < 1.0 < 1.10 < high
+
+
+@pytest.mark.parametrize(
+    "last",
+    [
+        measured(1.0, None, correct=False),
+        measured(1.5, (1.4, 1.6), suspect="timing: most of the work was hidden"),
+    ],
+)
+def test_the_first_round_that_is_not_clean_is_the_verdict(last: Feedback) -> None:
+    combined = combine([measured(1.3, (1.2, 1.4)), last])
+    assert combined.speedup == 0.0 and combined.rounds == 2
+    assert (combined.correct, combined.suspect) == (last.correct, last.suspect)
+    assert combined.phases == {"startup": 3.0, "timing": 2.0}
+
+
+def test_each_rounds_findings_are_kept_with_its_number() -> None:
+    combined = combine(
+        [measured(1.0, (0.98, 1.02)), measured(1.0, (0.98, 1.02), flags=("outside: 1 ms",))]
+    )
+    assert combined.flags == ["outside: 1 ms (round 2)"]
+
+
+def test_an_evaluation_in_rounds_starts_fresh_workers_for_each() -> None:
+    task = load_task(str(PROBLEM))
+    honest = (CHEATS / "honest.py").read_text()
+    feedback = evaluate_task(task, honest, repeats=20, rounds=2)
+    assert feedback.correct and feedback.rounds == 2, feedback.error
+    assert feedback.repeats == 40  # 20 timed calls a side in each round
+    assert feedback.speedup_interval is not None
+    low, high = feedback.speedup_interval
+    assert low <= feedback.speedup <= high
+    assert feedback.tests_passed == feedback.tests_total == 3
+
+
+def test_a_wrong_candidate_stops_after_its_first_round() -> None:
+    task = load_task(str(PROBLEM))
+    feedback = evaluate_task(task, (CHEATS / "zeros.py").read_text(), repeats=20, rounds=3)
+    assert not feedback.correct and feedback.rounds == 1
+
+
+def test_rounds_are_refused_for_a_cpp_task(tmp_path: Path) -> None:
+    task = REPO / "examples" / "cpp" / "prime_sieve"
+    done = run_maxcode("eval", str(task), str(task), "--rounds", "2")
+    assert done.returncode == 2
+    assert done.stderr.strip().startswith("error: ") and "--rounds is for KernelBench" in (
+        done.stderr
+    )
+    assert "Traceback" not in done.stderr
+
+
+def test_eval_help_states_the_reported_rounds() -> None:
+    done = run_maxcode("eval", "--help")
+    assert done.returncode == 0
+    assert f"(default {REPORTED_ROUNDS};" in " ".join(done.stdout.split())

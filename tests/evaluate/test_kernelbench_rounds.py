@@ -46,7 +46,10 @@ def measured(
 
 
 def test_rounds_combine_as_independent_errors_of_a_geometric_mean() -> None:
-    rounds = [measured(1.01, (0.97, 1.05)), measured(0.99, (0.95, 1.03))]
+    rounds = [
+        measured(1.01, (1.01 / 1.04, 1.01 * 1.05)),
+        measured(0.99, (0.99 / 1.04, 0.99 * 1.05)),
+    ]
     combined = combine(rounds)
     assert combined.rounds == 2 and combined.correct
     assert combined.speedup == pytest.approx(math.sqrt(1.01 * 0.99))
@@ -54,13 +57,18 @@ def test_rounds_combine_as_independent_errors_of_a_geometric_mean() -> None:
     assert combined.repeats == 100
     assert combined.phases == {"startup": 3.0, "timing": 2.0}
     low, high = combined.speedup_interval or (0, 0)
-    # The rounds agree within their intervals: each round's distance to its ends, root sum
-    # of squares over two rounds, narrower than either round's interval.
-    below = math.hypot(math.log(1.01 / 0.97), math.log(0.99 / 0.95)) / 2
-    above = math.hypot(math.log(1.05 / 1.01), math.log(1.03 / 0.99)) / 2
-    assert math.log(combined.speedup / low) == pytest.approx(below, rel=1e-6)
-    assert math.log(high / combined.speedup) == pytest.approx(above, rel=1e-6)
-    assert below < math.log(1.01 / 0.97)
+    # Equal widths, equal weights; the rounds agree within their intervals: each round's
+    # distance to its ends, root sum of squares over two rounds (a square root of 2 narrower).
+    assert math.log(combined.speedup / low) == pytest.approx(math.log(1.04) / math.sqrt(2))
+    assert math.log(high / combined.speedup) == pytest.approx(math.log(1.05) / math.sqrt(2))
+
+
+def test_a_round_with_a_wide_interval_moves_the_result_little() -> None:
+    # A burst of load, or time outside the calls charged to the low end, in one round only.
+    combined = combine([measured(1.0, (0.97, 1.03)), measured(0.55, (1e-6, 0.9))])
+    low, high = combined.speedup_interval or (0, 0)
+    assert 0.99 < combined.speedup < 1.0
+    assert 0.5 < low < combined.speedup < high < 1.1
 
 
 def test_rounds_that_disagree_more_than_their_intervals_admit_widen_the_interval() -> None:

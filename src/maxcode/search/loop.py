@@ -455,8 +455,9 @@ class Search:
             assert node.source is not None
             feedback = done.get(node.node_id)
             if feedback is None:
-                rounds = REPORTED_ROUNDS if self.task.kind == "kernelbench" else None
-                job = self._job(node.source, profile=False, rounds=rounds)
+                # Rounds of fresh workers (KernelBench; other tasks time fresh processes
+                # every round and take none).
+                job = self._job(node.source, profile=False, rounds=REPORTED_ROUNDS)
                 feedback = await self.executor.evaluate(job)
                 self.store.put_verification(self.run_id, node.node_id, feedback)
             checked.append(Verification.of(node, feedback))

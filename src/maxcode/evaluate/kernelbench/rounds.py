@@ -13,12 +13,13 @@ search's final re-verification) takes ``REPORTED_ROUNDS``.
 
 Combination. Every round is a whole evaluation: fresh seeds, checks, integrity judgement. The
 first round whose verdict is not a clean correct one (wrong, failed, void) is the evaluation's
-verdict, and no further round runs. Otherwise the speedup is the weighted geometric mean of
-the rounds' speedups, each weighted by the inverse square of its interval's width (read as a
-standard deviation of the log: half the log width over 1.96); equal widths, equal weights. A
-round whose interval is wide (a burst of load, time outside the calls charged to its low end)
-then moves the result little (unweighted, an identical ``level1/100_HingeLoss`` at ``--scale
-0.1`` once scored 0.736 from two rounds, with an interval of 0.000-2985). Its 95% interval:
+verdict (the evaluator runs no further round). Otherwise the speedup is the weighted geometric
+mean of the rounds' speedups, each weighted by the inverse square of its interval's width (read
+as a standard deviation of the log: half the log width over 1.96); equal widths, equal
+weights. A round whose interval is wide (a burst of load, time outside the calls charged to its
+low end) then moves the result little (unweighted, an identical ``level1/100_HingeLoss`` at
+``--scale 0.1`` once scored 0.736 from two rounds, with an interval of 0.000-2985). Its 95%
+interval:
 
 - the rounds' own intervals as independent errors of the weighted mean: per side, the
   distance of each round's end from its speedup (in log) times its weight's share, root sum of
@@ -62,9 +63,10 @@ def combine(rounds: list[Feedback]) -> Feedback:
     for done in rounds:
         for phase, seconds in done.phases.items():
             phases[phase] = round(phases.get(phase, 0.0) + seconds, 4)
-    last = rounds[-1]
-    if len(rounds) == 1 or not clean(last):
-        return last.model_copy(update={"phases": phases, "rounds": len(rounds)})
+    unclean = next((done for done in rounds if not clean(done)), None)
+    if len(rounds) == 1 or unclean is not None:
+        verdict = unclean or rounds[0]
+        return verdict.model_copy(update={"phases": phases, "rounds": len(rounds)})
     first = rounds[0]
     centre, low, high = _estimate(rounds)
     speedup = math.exp(centre)
@@ -97,14 +99,14 @@ def _estimate(rounds: list[Feedback]) -> tuple[float, float, float]:
     """The combined log speedup and the ends of its 95% interval."""
     count = len(rounds)
     logs = [math.log(done.speedup) for done in rounds]
-    intervals = [done.speedup_interval for done in rounds]
-    if any(interval is None for interval in intervals):
+    intervals = [done.speedup_interval for done in rounds if done.speedup_interval]
+    if len(intervals) < count:
         # No round's own error to go by: the rounds' spread alone (Student's t).
         centre = statistics.fmean(logs)
         half = t_quantile(count - 1) * statistics.stdev(logs) / math.sqrt(count)
         return centre, math.exp(centre - half), math.exp(centre + half)
-    below = [log - math.log(max(i[0], 1e-12)) for log, i in zip(logs, intervals) if i]
-    above = [math.log(max(i[1], 1e-12)) - log for log, i in zip(logs, intervals) if i]
+    below = [log - math.log(max(low, 1e-12)) for log, (low, _) in zip(logs, intervals)]
+    above = [math.log(max(high, 1e-12)) - log for log, (_, high) in zip(logs, intervals)]
     sigmas = [max((down + up) / (2 * _Z975), SIGMA_FLOOR) for down, up in zip(below, above)]
     weights = [sigma**-2 for sigma in sigmas]
     shares = [weight / sum(weights) for weight in weights]

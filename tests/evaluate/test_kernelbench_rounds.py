@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from maxcode.evaluate import evaluate_task
-from maxcode.evaluate.kernelbench.rounds import REPORTED_ROUNDS, combine
+from maxcode.evaluate.integrity import consequence_of
+from maxcode.evaluate.kernelbench.rounds import REPORTED_ROUNDS, combine, set_aside
 from maxcode.tasks import load_task
 from maxcode.types import Feedback
 from tests.helpers import REPO, run_maxcode
@@ -99,6 +100,35 @@ def test_the_first_round_that_is_not_clean_is_the_verdict(last: Feedback) -> Non
     assert combine([last, measured(1.3, (1.2, 1.4))]).suspect == last.suspect
     assert (combined.correct, combined.suspect) == (last.correct, last.suspect)
     assert combined.phases == {"startup": 3.0, "timing": 2.0}
+
+
+def test_a_round_far_outside_the_others_is_set_aside_and_named() -> None:
+    # One round wrong with a narrow interval: weighted by its width it would pull the result
+    # to about 0.6 (an identical level1/45 once combined to 0.602 this way).
+    usual = [measured(s, (s / 1.04, s * 1.04)) for s in (1.01, 0.99, 1.0)]
+    odd = measured(0.5, (0.49, 0.51))
+    combined = combine([usual[0], odd, *usual[1:]])
+    alone = combine(usual)
+    assert combined.speedup == pytest.approx(alone.speedup)
+    assert combined.speedup_interval == pytest.approx(alone.speedup_interval)
+    assert combined.rounds == 4 and combined.repeats == 200 and combined.suspect is None
+    assert combined.flags == [
+        "rounds: round 2's speedup 0.500 was set aside, far outside the other rounds "
+        "(their median 0.995)"
+    ]
+    assert consequence_of(combined.flags[0]) == "warn"
+
+
+def test_rounds_within_their_noise_and_too_few_rounds_set_nothing_aside() -> None:
+    spread = [measured(s, (s / 1.04, s * 1.04)) for s in (1.03, 0.97, 1.0, 1.01)]
+    assert set_aside(spread) == [] and combine(spread).flags == []
+    # A round made wide (time outside the calls charged to its low end) is weighted down,
+    # not set aside: its own interval admits the distance.
+    wide = measured(0.55, (1e-6, 0.9))
+    assert set_aside([*spread[:2], wide]) == []
+    # Two rounds cannot tell which one is odd; rounds without intervals neither.
+    assert set_aside([spread[0], measured(0.5, (0.49, 0.51))]) == []
+    assert set_aside([measured(s, None) for s in (1.0, 1.0, 0.5)]) == []
 
 
 def test_each_rounds_findings_are_kept_with_its_number() -> None:

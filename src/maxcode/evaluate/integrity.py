@@ -91,6 +91,12 @@ RULES: dict[str, Rule] = {
             "host time outside the timed calls beyond the reference's, charged to the "
             "candidate (KernelBench)",
         ),
+        Rule(
+            "rounds",
+            "warn",
+            "a round's speedup set aside, far outside the other rounds' (KernelBench rounds of "
+            "fresh workers)",
+        ),
         Rule("timing-floor", "warn", "runs so short that timer resolution matters"),
         Rule("implausible", "warn", "a speedup to check by hand (capped at the speed of light)"),
         Rule("task", "warn", "a weakness of the task itself (found on the reference)"),

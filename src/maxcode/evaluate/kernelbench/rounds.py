@@ -52,14 +52,14 @@ from maxcode.evaluate.integrity import finding
 from maxcode.evaluate.kernelbench.schedule import t_quantile
 from maxcode.types import Feedback
 
-REPORTED_ROUNDS = 8
+REPORTED_ROUNDS = 4
 """Rounds of an evaluation whose speedup is reported (``maxcode eval``, re-verification).
 Within one round the window stops near +-2% (a standard deviation near 1%) and the process bias
-adds about 0.9%: identical ``1_ScaledGELU`` evaluations of four rounds spread by 0.64%
-(standard deviation of the log speedup), about 1.3% a round. The max/min of six evaluations
-then passes 1.02 about one time in four with four rounds, one in thirteen with six, one in
-forty with eight (0.45%). Longer windows would shrink only the first part; a round's start-up
-(about 1.5 s) is about what its timing costs, so more rounds are the cheaper way down."""
+adds about 0.9%: one round of ``1_ScaledGELU`` spreads by about 1.2-1.5% (standard deviation
+of the log speedup), four rounds by 0.64%. Eight were tried (2026-11-25, ``noise.py``): 0.74%
+idle and 0.56% loaded for ``1_ScaledGELU``, 0.40% and 0.26% for ``4_Softmax``, no clear gain
+for twice the time: part of an evaluation's spread is shared by all its rounds, which more
+rounds cannot sample (not yet found)."""
 
 
 def clean(feedback: Feedback) -> bool:

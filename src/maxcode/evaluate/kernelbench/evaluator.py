@@ -7,9 +7,12 @@ Protocol (one call of ``evaluate_kernelbench``):
    timed calls' seeds stay in the parent until a worker has built and warmed up its model.
 2. Two sandboxed processes (``worker.py``) start together, one for the reference, one for the
    candidate (a fresh one per candidate; importing it builds its extensions, cached by source
-   hash). The reference starts up on the other CPUs, the candidate on the timing CPU, so their
-   interpreter and torch start-ups overlap. Each runs every check seed twice (inputs before
-   and after the call kept).
+   hash). Both start up on the timing CPU. (The reference started up on the other CPUs until
+   2026-11-26, so that the two start-ups overlapped; on a Firecracker guest that made the
+   sides differ for their whole lives: identical ``1_ScaledGELU`` rounds averaged 0.973 with
+   a spread of 3.5%, against 1.004 and 1.6% with both on the timing CPU, the first rounds
+   included; where a process's memory is first touched follows it.) Each runs every check
+   seed twice (inputs before and after the call kept).
 3. Timing in one window (``schedule.py``): once both finished their checks, the parent grants
    chunks of timed calls in turn, reference chunk n then candidate chunk n on the same fresh
    seeds; the side whose turn it is not waits on its descriptor 3. Each chunk's seeds are sent
@@ -57,7 +60,6 @@ from maxcode.evaluate.kernelbench.runner import (
     check_reference,
     python_paths,
     sole_user,
-    startup_cpus,
 )
 from maxcode.evaluate.kernelbench.schedule import CANDIDATE, REFERENCE, Schedule, TimedPlan
 from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
@@ -203,7 +205,6 @@ def _one_round(
             **common,
             "compile_baseline": settings.compile_baseline,
             "roofline": roofline.known(key) is None,
-            "startup_cpus": startup_cpus(cpu),
         }
         # Both workers at once: their start-ups overlap, and the schedule alternates their
         # timed chunks on the same seeds (the candidate makes exactly the reference's timed

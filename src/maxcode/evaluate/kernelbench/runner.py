@@ -91,18 +91,6 @@ class Job:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def startup_cpus(timing: int | None) -> list[int]:
-    """CPUs the reference's worker may start up on: every one this process may use but the
-    timing CPU (empty: start where the run is pinned)."""
-    if timing is None:
-        return []
-    try:
-        allowed = os.sched_getaffinity(0)
-    except (AttributeError, OSError):
-        return []
-    return sorted(allowed - {timing})
-
-
 @dataclass
 class Side:
     """What one worker run left: its report, its checked tensors, its sandbox result, its
@@ -363,5 +351,4 @@ __all__ = [
     "cache_folder",
     "limit_message",
     "python_paths",
-    "startup_cpus",
 ]

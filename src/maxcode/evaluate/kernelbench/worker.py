@@ -23,9 +23,9 @@ The conversation on descriptor 3 (JSON lines; raw bytes follow a header that cou
   outputs (timed calls; which of them the parent checks it draws itself and never says).
 
 The reference's worker and the candidate's are alive together and take turns chunk by chunk;
-the one whose turn it is not waits on descriptor 3. The reference may start up on other CPUs
-than the timing one (``startup_cpus``), so both start-ups (torch's import, the model) overlap;
-it moves to the timing CPU before its warm-up.
+the one whose turn it is not waits on descriptor 3. Both start up on the timing CPU, where
+the sandbox pins them (see the evaluator's protocol for why the reference no longer starts
+elsewhere).
 
 The parent stamps every message with its own clock. A candidate that patches anything in this
 process (the clock, this module, torch) can at most lie about its own timings and the outputs it
@@ -180,7 +180,6 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
     if spec["role"] == "compile_check":
         _compile_check(spec, result)
         return
-    pinned = _start_on(spec.get("startup_cpus"))
     stages = _Stages(result)
     triton = spec.get("backend") == "triton" and spec["role"] != "reference"
     launches = _TritonLaunches.install(spec) if triton else None
@@ -316,9 +315,6 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         # Warm-up on inputs of its own seeds; only then are the checked and timed inputs sent.
         # Untimed (Triton in its interpreter): no warm-up, nothing to plan.
         stages.done("model")
-        # Warm-up, checks and timed calls on the timing CPU, the candidate's: a worker that
-        # moved there just before its timed calls ran its first chunks up to 1.4x slower.
-        _pin(pinned)
         estimate, output_bytes, input_bytes = (
             timing.warm_up(model) if spec.get("timed", True) else (0.0, 0, 0)
         )
@@ -542,27 +538,6 @@ class _TritonLaunches:
             "other": self.counted[1],
             "intact": self.intact(),
         }
-
-
-def _start_on(cpus: Any) -> set[int] | None:
-    """Start up on ``cpus`` (the reference: not the timing CPU, so that its start-up overlaps
-    the candidate's); returns the CPUs to time on (None: stay where the run was put)."""
-    if not cpus:
-        return None
-    try:
-        pinned = os.sched_getaffinity(0)
-        os.sched_setaffinity(0, {int(cpu) for cpu in cpus})
-    except (OSError, ValueError):
-        return None
-    return pinned
-
-
-def _pin(cpus: set[int] | None) -> None:
-    if cpus:
-        try:
-            os.sched_setaffinity(0, cpus)
-        except OSError:
-            pass
 
 
 class _Stages:

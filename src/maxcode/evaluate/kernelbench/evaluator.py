@@ -9,10 +9,11 @@ Protocol (one call of ``evaluate_kernelbench``):
    candidate (a fresh one per candidate; importing it builds its extensions, cached by source
    hash). Both start up on the timing CPU. (The reference started up on the other CPUs until
    2026-11-26, so that the two start-ups overlapped; on a Firecracker guest that made the
-   sides differ for their whole lives: identical ``1_ScaledGELU`` rounds averaged 0.973 with
-   a spread of 3.5%, against 1.004 and 1.6% with both on the timing CPU, the first rounds
-   included; where a process's memory is first touched follows it.) Each runs every check
-   seed twice (inputs before and after the call kept).
+   sides differ for their whole lives: 16 identical ``1_ScaledGELU`` rounds averaged 0.975
+   with a spread of 4.0% (sd of the log), against 1.004 and 2.7% with both on the timing CPU,
+   the two variants alternated; 0.998 and 2.1% in a second run. Where a process first touches
+   its memory stays with it.) Each runs every check seed twice (inputs before and after the
+   call kept).
 3. Timing in one window (``schedule.py``): once both finished their checks, the parent grants
    chunks of timed calls in turn, reference chunk n then candidate chunk n on the same fresh
    seeds; the side whose turn it is not waits on its descriptor 3. Each chunk's seeds are sent

@@ -59,7 +59,8 @@ adds about 0.9%: one round of ``1_ScaledGELU`` spreads by about 1.2-1.5% (standa
 of the log speedup), four rounds by 0.64%. Eight were tried (2026-11-25, ``noise.py``): 0.74%
 idle and 0.56% loaded for ``1_ScaledGELU``, 0.40% and 0.26% for ``4_Softmax``, no clear gain
 for twice the time: part of an evaluation's spread is shared by all its rounds, which more
-rounds cannot sample (not yet found)."""
+rounds cannot sample. One such part was found on 2026-11-26: the reference started up on other
+CPUs than the candidate, which biased one side in every round (``evaluator``'s protocol)."""
 
 
 def clean(feedback: Feedback) -> bool:

@@ -23,7 +23,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from maxcode.evaluate.kernelbench.compare import Comparison
 from maxcode.evaluate.kernelbench.cpuclock import (
     HugePages,
     find_worker,
@@ -104,13 +103,7 @@ class Conversation:
         self.ready_at: int | None = None
         self.chunks: dict[tuple[str, int], Chunk] = {}
         self.outputs: dict[int, list[Any]] = {}
-        """Kept outputs of the timed calls (phase K), by position, until compared."""
-        self.settled: dict[int, str | None] = {}
-        """What the comparison of a kept timed output with the other side's found, by position
-        (None: they match), for those compared as they came (``compare_with``)."""
-        self._partner: Conversation | None = None
-        self._comparison: Comparison | None = None
-        self._spare: Any = None
+        """Kept outputs of the timed calls (phase K), by position."""
         self.problem: str | None = None
         """Why the conversation was ended (None: it followed the protocol)."""
         self.ended_at: int | None = None
@@ -132,27 +125,6 @@ class Conversation:
         """The worker's CPU time while it waited for its turns, per phase (``waiting_cpu``)."""
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
-
-    def compare_with(self, candidate: Conversation, comparison: Comparison) -> None:
-        """The reference's conversation compares each kept timed output of ``candidate``
-        with its own as soon as both are in, and drops both (``settled``): the outputs of
-        only one chunk per side are held at a time, in memory used again for the next.
-
-        It does so when it asks for its next K chunk, once its turn is granted: the
-        candidate's chunks before it have all sent their outputs by then (``Schedule``),
-        and both workers are blocked, one waiting for its seeds, the other for its turn, so
-        that the work falls in no chunk's span. Kept outputs, each landing in memory never
-        touched before, cost more than the calls: the scaled level1/19_ReLU (96 MiB outputs,
-        16 ms calls) spent 3.7 of its 6.5 s of timing making room for them."""
-        self._partner, self._comparison = candidate, comparison
-
-    def _settle(self) -> None:
-        partner, comparison = self._partner, self._comparison
-        if partner is None or comparison is None:
-            return
-        for position in sorted(set(self.outputs) & set(partner.outputs)):
-            want, have = self.outputs.pop(position), partner.outputs.pop(position)
-            self.settled[position] = comparison.outputs(want, have)
 
     def started(self, pid: int) -> None:
         """The sandbox started the worker's run as ``pid`` (its processes are below it)."""
@@ -385,8 +357,6 @@ class Conversation:
         calls = self.schedule.grant(self.side, message.phase, message.chunk)
         self.waited_ns += time.perf_counter_ns() - asked
         self._waited_cpu(message.phase, asked_cpu)
-        if message.phase == "K":
-            self._settle()
         if not calls:
             if message.phase == "K":
                 self._others()
@@ -440,13 +410,7 @@ class Conversation:
             # Where the outputs that are not kept are read to, and dropped.
             self._scratch = torch.zeros(self.plan.output_bytes, dtype=torch.uint8)
         size = self.plan.kept_calls(chunk, calls) * self.plan.output_bytes
-        if size <= 0:
-            return None
-        # The last chunk's memory again once nothing kept in it is left (``compare_with``
-        # dropped it): no kept output is a view of it any more.
-        if self.outputs or self._spare is None or self._spare.numel() < size:
-            self._spare = torch.zeros(size, dtype=torch.uint8)
-        return self._spare[:size]
+        return torch.zeros(size, dtype=torch.uint8) if size > 0 else None
 
     def _outputs(self, message: Outputs, chunk: Chunk, stream: Any) -> None:
         """Every timed call's outputs, in order (none in the other phases): the kept ones land

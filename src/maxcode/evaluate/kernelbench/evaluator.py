@@ -18,9 +18,8 @@ Protocol (one call of ``evaluate_kernelbench``):
    chunks of timed calls in turn, reference chunk n then candidate chunk n on the same fresh
    seeds; the side whose turn it is not waits on its descriptor 3. Each chunk's seeds are sent
    just before it, the kept outputs named only after it ran. Timing stops when the speedup's
-   95% interval is within +-2% (or at a cap). The kept outputs of a pair of chunks are compared
-   and dropped before the next pair (``Conversation.compare_with``). Then the reference times
-   an identity model (the harness's overhead per call) and, when asked, ``torch.compile``.
+   95% interval is within +-2% (or at a cap). Then the reference times an identity model (the
+   harness's overhead per call) and, when asked, ``torch.compile``.
 4. Judgement in the parent (``judge.py``) with the parent's own torch (imported while the
    workers start up).
 
@@ -51,7 +50,6 @@ from maxcode.evaluate.cpp import timing_cpu
 from maxcode.evaluate.kernelbench import roofline, rounds
 from maxcode.evaluate.kernelbench.backends import check_backend
 from maxcode.evaluate.kernelbench.channel import Conversation
-from maxcode.evaluate.kernelbench.compare import Comparison
 from maxcode.evaluate.kernelbench.judge import Judge
 from maxcode.evaluate.kernelbench.runner import (
     Job,
@@ -216,18 +214,13 @@ def _one_round(
         # The candidate's build folder is held before either worker starts (a build of it
         # still running elsewhere finishes first, on no one's clock). The reference builds
         # nothing: its runs of one task go side by side.
-        talks = (
-            Conversation(schedule, REFERENCE, check_seeds, phases),
-            Conversation(schedule, CANDIDATE, check_seeds, ("K",)),
-        )
-        talks[0].compare_with(talks[1], Comparison(settings.tolerance))
         with sole_user(cache), ThreadPoolExecutor(2, thread_name_prefix="maxcode-kb") as pool:
             running_reference = pool.submit(
                 runner.run,
                 "reference",
                 reference_spec,
                 cache_folder("ref", task.reference),
-                conversation=talks[0],
+                conversation=Conversation(schedule, REFERENCE, check_seeds, phases),
                 wall_s=2 * task.timeout_s + settings.budget_s,
                 exclusive=False,
             )
@@ -236,7 +229,7 @@ def _one_round(
                 "candidate",
                 common,
                 cache,
-                conversation=talks[1],
+                conversation=Conversation(schedule, CANDIDATE, check_seeds, ("K",)),
                 wall_s=task.timeout_s + settings.budget_s,
                 exclusive=False,
             )

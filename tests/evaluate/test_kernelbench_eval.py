@@ -197,24 +197,13 @@ def test_a_thread_started_during_timing_is_flagged() -> None:
     assert feedback.speedup == 0.0 and feedback.suspect is not None
 
 
-@pytest.mark.parametrize(
-    ("reference", "second_run"),
-    [
-        ("return torch.relu(x)", "torch.relu(x) + 1.0"),
-        # NaN where the first run had NaN, 0 in the second: the worker saves a second run
-        # only when it differs from the first, and NaN is equal to NaN alone.
-        ("return torch.where(x > 0, x, float('nan'))", "torch.where(x > 0, x, 0.0)"),
-    ],
-)
-def test_a_run_wrong_only_on_its_second_call_is_nondeterministic(
-    tmp_path: Path, reference: str, second_run: str
-) -> None:
+def test_a_run_wrong_only_on_its_second_call_is_nondeterministic(tmp_path: Path) -> None:
     # Three warm-up calls come first (CPU), then seed 0's two runs: calls 4 and 5.
     second_wrong = (
         "self.calls = getattr(self, 'calls', 0) + 1\n"
-        f"        return {second_run} if self.calls == 5 else {reference.removeprefix('return ')}"
+        "        return torch.relu(x) + (1.0 if self.calls == 5 else 0.0)"
     )
-    feedback = judge(model_new(second_wrong), write_problem(tmp_path, reference))
+    feedback = judge(model_new(second_wrong), write_problem(tmp_path, "return torch.relu(x)"))
     assert not feedback.correct
     assert any(flag.startswith("nondeterministic: seed 0") for flag in feedback.flags)
 

@@ -1,6 +1,5 @@
 """What a worker hands the parent, as typed records: its report (``result.json``), its checked
-tensors (``tensors-N.pt``, a file per check seed) and the messages of the conversation on
-descriptor 3.
+tensors (``tensors.pt``) and the messages of the conversation on descriptor 3.
 
 Everything here comes from a process that ran the candidate's code, so nothing is trusted: a
 record that does not validate is an ``evidence`` finding (the measurement is void), never a
@@ -93,38 +92,31 @@ def read_report(path: Path) -> WorkerReport | str | None:
         return f"the worker's report is malformed ({first_line(error)})"
 
 
-def tensor_file(number: int) -> str:
-    """The file a worker leaves check seed ``number``'s tensors in."""
-    return f"tensors-{number}.pt"
-
-
-def read_tensors(folder: Path) -> dict[str, list[list[Any]]] | str:
+def read_tensors(path: Path) -> dict[str, list[list[Any]]] | str:
     """The checked calls' tensors (``check``, ``again``, ``after``: one list of tensors per
-    check seed, a file per seed, ``tensor_file``; ``after`` is [] where the call left its
-    inputs as they were made, ``again`` [] where the second run's outputs were the first's
-    bit for bit), or why they are missing or malformed."""
-    tensors: dict[str, list[list[Any]]] = {"check": [], "again": [], "after": []}
-    for number in range(CHECK_SEEDS):
-        path = folder / tensor_file(number)
-        if not path.is_file():
-            return f"the worker left no outputs of check seed {number}"
-        import torch
+    check seed; ``after`` is [] where the call left its inputs as they were made), or why they
+    are missing or malformed."""
+    if not path.is_file():
+        return "the worker left no outputs"
+    import torch
 
-        try:
-            # weights_only: plain tensors and containers only, whatever the file claims to
-            # hold. Mapped, not copied: read from the pages the worker wrote (copies of
-            # hundreds of megabytes took seconds, in memory this process had never touched).
-            # The worker's processes are gone by now: nothing writes the file any more.
-            loaded = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        except Exception as error:
-            return f"unreadable outputs ({first_line(error)})"
-        if not isinstance(loaded, dict):
-            return "the outputs file holds no record"
-        for key, per_seed in tensors.items():
-            values = loaded.get(key)
-            if not isinstance(values, list):
-                return f"the outputs file has no {key!r} outputs for check seed {number}"
-            per_seed.append(values)
+    try:
+        # weights_only: plain tensors and containers only, whatever the file claims to hold.
+        loaded = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:
+        return f"unreadable outputs ({first_line(error)})"
+    if not isinstance(loaded, dict):
+        return "the outputs file holds no record"
+    tensors: dict[str, list[list[Any]]] = {}
+    for key in ("check", "again", "after"):
+        per_seed = loaded.get(key)
+        if (
+            not isinstance(per_seed, list)
+            or len(per_seed) != CHECK_SEEDS
+            or not all(isinstance(values, list) for values in per_seed)
+        ):
+            return f"the outputs file has no {key!r} outputs for every check seed"
+        tensors[key] = per_seed
     return tensors
 
 

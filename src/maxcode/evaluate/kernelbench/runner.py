@@ -259,7 +259,7 @@ def _read_side(workdir: Path, result: SandboxResult, conversation: Conversation 
         return Side(None, None, result, conversation, problem=report)
     if report is None or report.stage != "ok" or report.role not in ("reference", "candidate"):
         return Side(report, None, result, conversation)
-    tensors = read_tensors(workdir)
+    tensors = read_tensors(workdir / "tensors.pt")
     if isinstance(tensors, str):
         return Side(report, None, result, conversation, problem=tensors)
     return Side(report, tensors, result, conversation)

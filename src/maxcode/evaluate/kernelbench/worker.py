@@ -278,18 +278,13 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         return values
 
     def unchanged(made: list, after: list) -> bool:
-        """The tensors of ``after`` are those of ``made`` bit for bit (NaN equal to NaN, and
-        to nothing else)."""
+        """The call left its inputs as they were made (NaN equal to NaN)."""
         return len(made) == len(after) and all(
             a.dtype == b.dtype
             and a.shape == b.shape
             and (
                 torch.equal(a, b)
-                or (
-                    a.is_floating_point()
-                    and torch.equal(a.isnan(), b.isnan())
-                    and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
-                )
+                or (a.is_floating_point() and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0)))
             )
             for a, b in zip(made, after)
         )
@@ -309,6 +304,7 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
     timing = _Timing(
         torch, spec, device, make_inputs, sync, lambda out: flat(out, "timed call"), channel
     )
+    saved: dict[str, list] = {"check": [], "again": [], "after": []}
     aliased = []
     checked = model if launches is None else launches.per_call(model)
     with torch.no_grad():
@@ -328,12 +324,6 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
             }
         )
         check_seeds = [int(seed) for seed in plan["check"]]
-        # Each seed's tensors go to a file of their own as soon as both runs are done, and
-        # nothing of a seed outlives it. Kept in the heap until the end, each seed's copies
-        # sat between blocks that were freed, which the next seed's tensors (2 MiB aligned)
-        # could never reuse: the scaled level1/19_ReLU (96 MiB tensors) grew its heap by
-        # 480 MiB per seed, and fresh memory is slow on a virtual machine (0.7 s for 96 MiB
-        # beside the other worker, against 0.1 s from memory the process had touched).
         for number, seed in enumerate(check_seeds):
             inputs = make_inputs(seed)
             given = fresh(inputs)
@@ -341,33 +331,24 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
             sync()
             if aliases(first, given):
                 aliased.append(number)
-            # A copy: a buffer the candidate returns again and rewrites cannot change what
-            # was checked.
-            kept: dict[str, list] = {"check": to_cpu(first)}
-            del first
+            saved["check"].append(to_cpu(first))
             # The inputs after the call, only when the call changed them ([]: unchanged): the
             # parent compares them with the reference's. Inputs of 100 MB were saved and read
             # back twice per seed when every call's were kept, seconds per evaluation.
             after = [v for v in given if isinstance(v, torch.Tensor)]
             made = [v for v in inputs if isinstance(v, torch.Tensor)]
-            kept["after"] = [] if unchanged(made, after) else to_cpu(after)
-            del given, after, made
+            saved["after"].append([] if unchanged(made, after) else to_cpu(after))
             second = flat(checked(*fresh(inputs)), f"seed {number}, second run")
             sync()
-            # The second run's outputs, only when they differ from the first's bit for bit
-            # ([]: the same), as with the inputs after the call. This process runs the
-            # candidate and writes what the parent reads of its checks either way; what the
-            # parent holds it to are the outputs it checks against the reference's.
-            kept["again"] = [] if unchanged(kept["check"], second) else to_cpu(second)
-            del inputs, second
-            torch.save(kept, f"tensors-{number}.pt")  # evidence.tensor_file
-            del kept
+            saved["again"].append(to_cpu(second))
+        del inputs, given, first, second
         result["aliased"] = aliased
         stages.done("checks")
         if not spec.get("timed", True):
             if launches is not None:
                 result["triton"] = launches.report(None, 0)
             result["times"] = {}
+            torch.save(saved, "tensors.pt")
             return
         _reserve(torch, spec, output_bytes + input_bytes)
         result["threads_before"] = _threads()
@@ -408,6 +389,8 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
                     result["roofline_error"] = message[:_MESSAGE_CHARS]
     stages.done("baselines")
     result["times"] = times
+    torch.save(saved, "tensors.pt")
+    stages.done("saved")
 
 
 class _TritonLaunches:

@@ -205,7 +205,7 @@ def _one_round(
             "compile_baseline": settings.compile_baseline,
             "roofline": roofline.known(key) is None,
         }
-        # Both workers at once: their start-ups overlap, and the schedule alternates their
+        # Both workers at once, on the timing CPU; the schedule alternates their
         # timed chunks on the same seeds (the candidate makes exactly the reference's timed
         # calls, so every output kept has the reference's output to be checked against). Each
         # may wait for the other's turns: its time limit has room for them.

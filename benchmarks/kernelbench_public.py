@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from maxcode.tasks import kernelbench_suite
@@ -67,6 +67,8 @@ class Row:
     """The speedup measured before a void finding took it."""
     layout: str = "fixed"
     """The workers' address layout asked for (``random``: ``MAXCODE_LAYOUT=random``)."""
+    per_round: list[float] = field(default_factory=list)
+    """Each round's own speedup (``per_round`` of ``maxcode eval --json``), in the jsonl."""
 
 
 def identical_candidate(problem: Path) -> str:
@@ -135,6 +137,7 @@ def evaluate(
         suspect=str(result.get("suspect") or ""),
         claimed=result.get("claimed_speedup"),
         layout=layout,
+        per_round=[float(done["speedup"]) for done in result.get("per_round") or []],
     )
 
 

@@ -7,7 +7,12 @@ times per case, on an idle machine and again with one core kept busy by a spinni
 and prints per case and condition: the max/min ratio of the speedups (the spread noise gives;
 target at most 1.02 idle and 1.05 loaded), the lowest and highest speedup, how many 95%
 intervals contain 1.0, the mean rounds (C++: timed rounds; KernelBench: rounds of fresh
-worker pairs) and the mean seconds per evaluation.
+worker pairs) and the mean seconds per evaluation. For KernelBench it also splits the noise
+(standard deviations of the log speedup, in %): ``sd`` between evaluations, ``round sd`` between
+the rounds of one evaluation (each round's own speedup, ``per_round`` in the JSON), and
+``shared``, the part of an evaluation's error that all its rounds share:
+``sqrt(sd^2 - round_sd^2 / rounds)``, zero when the rounds are independent draws. More rounds
+shrink only what is not shared.
 
 Run it on a machine nothing else is using (it measures the machine's own noise):
 
@@ -21,7 +26,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -59,12 +66,44 @@ class Measured:
     rounds: list[int] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    per_round: list[list[float]] = field(default_factory=list)
+    """KernelBench: each evaluation's rounds' own speedups."""
 
     @property
     def spread(self) -> float | None:
         """max/min of the speedups (1.0: no noise at all)."""
         positive = [value for value in self.speedups if value > 0]
         return max(positive) / min(positive) if positive else None
+
+    @property
+    def sd(self) -> float | None:
+        """Standard deviation of the log speedup between evaluations."""
+        logs = [math.log(value) for value in self.speedups if value > 0]
+        return statistics.stdev(logs) if len(logs) > 1 else None
+
+    @property
+    def round_sd(self) -> float | None:
+        """Pooled standard deviation of the log speedup between the rounds of an evaluation."""
+        squares, freedom = 0.0, 0
+        for speedups in self.per_round:
+            logs = [math.log(value) for value in speedups if value > 0]
+            if len(logs) > 1:
+                mean = statistics.fmean(logs)
+                squares += sum((log - mean) ** 2 for log in logs)
+                freedom += len(logs) - 1
+        return math.sqrt(squares / freedom) if freedom else None
+
+    @property
+    def shared(self) -> float | None:
+        """The part of ``sd`` that all rounds of an evaluation share (more rounds cannot
+        shrink it): what is left of its variance once the rounds' own, divided by their count,
+        is taken out; None without per-round speedups."""
+        within, between = self.round_sd, self.sd
+        counts = [len(speedups) for speedups in self.per_round if len(speedups) > 1]
+        if within is None or between is None or not counts:
+            return None
+        rounds = statistics.fmean(counts)
+        return math.sqrt(max(0.0, between**2 - within**2 / rounds))
 
     @property
     def covering(self) -> int:
@@ -145,6 +184,8 @@ def measure(
         # C++: timed rounds (a process each); KernelBench: rounds of fresh worker pairs.
         rounds_run = result.get("rounds") or result.get("repeats") or 0
         measured.rounds.append(int(rounds_run))  # type: ignore[call-overload]
+        each = result.get("per_round") or []
+        measured.per_round.append([float(done["speedup"]) for done in each])  # type: ignore[attr-defined]
     return measured
 
 
@@ -152,7 +193,7 @@ def table(results: list[Measured], conditions: list[str]) -> str:
     """Per case, each condition side by side."""
     head = f"{'case':<22}" + "".join(
         f" | {condition + ' max/min':>15} {'min':>6} {'max':>6} {'in CI':>5} {'rounds':>6} "
-        f"{'s/eval':>6}"
+        f"{'s/eval':>6} {'sd%':>5} {'round':>5} {'shared':>6}"
         for condition in conditions
     )
     lines = [head, "-" * len(head)]
@@ -165,6 +206,7 @@ def table(results: list[Measured], conditions: list[str]) -> str:
             measured = by_condition.get(condition)
             if measured is None or measured.spread is None:
                 line += f" | {'failed':>15} {'':>6} {'':>6} {'':>5} {'':>6} {'':>6}"
+                line += f" {'':>5} {'':>5} {'':>6}"
                 continue
             mark = "ok" if measured.spread <= TARGET[condition] else "OVER"
             rounds = sum(measured.rounds) / len(measured.rounds) if measured.rounds else 0
@@ -172,11 +214,21 @@ def table(results: list[Measured], conditions: list[str]) -> str:
                 f" | {measured.spread:>10.3f} {mark:>4} {min(measured.speedups):>6.3f} "
                 f"{max(measured.speedups):>6.3f} {measured.covering:>2}/{len(measured.speedups):<2}"
                 f" {rounds:>6.0f} {sum(measured.seconds) / len(measured.seconds):>6.1f}"
+                f" {_percent(measured.sd):>5} {_percent(measured.round_sd):>5}"
+                f" {_percent(measured.shared):>6}"
             )
         lines.append(line)
     targets = ", ".join(f"{condition} <= {TARGET[condition]}" for condition in conditions)
     lines.append(f"target max/min: {targets}")
+    lines.append(
+        "sd%: between evaluations; round: between one evaluation's rounds; shared: the part "
+        "of sd all rounds share (standard deviations of the log speedup, %)"
+    )
     return "\n".join(lines)
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.2f}"
 
 
 def main() -> None:
@@ -225,7 +277,14 @@ def main() -> None:
             print(f"{measured.case} ({measured.condition}): {error}", file=sys.stderr)
     if options.json:
         payload = [
-            {**asdict(measured), "spread": measured.spread, "in_interval": measured.covering}
+            {
+                **asdict(measured),
+                "spread": measured.spread,
+                "in_interval": measured.covering,
+                "sd": measured.sd,
+                "round_sd": measured.round_sd,
+                "shared": measured.shared,
+            }
             for measured in results
         ]
         print(json.dumps({"cpus": os.cpu_count(), "results": payload, "target": TARGET}))

@@ -947,6 +947,9 @@ def _print_feedback(feedback: Feedback) -> None:
             f"speedup [bold]{feedback.speedup:.2f}x[/] ({feedback.metric}: "
             f"{unit(feedback.reference_cost)} -> {unit(feedback.candidate_cost)}{noise}{rounds})"
         )
+        if len(feedback.per_round) > 1:
+            each = ", ".join(f"{done.speedup:.3f}x" for done in feedback.per_round)
+            console.print(f"[dim]rounds: {each}[/]")
     for flag in feedback.flags:
         console.print(f"[yellow]flag[/]: {flag}", markup=True)
     console.print(f"[dim]isolation: {feedback.isolation}[/]")

@@ -11,12 +11,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-FEEDBACK_SCHEMA_VERSION = 6
+FEEDBACK_SCHEMA_VERSION = 7
 """2: ``device``, ``timings``, ``speedup_vs_compile``, ``shape_scale``, ``profiles``
 (KernelBench); ``cpp_profile``, ``profile_seconds``. 3: ``roofline``, ``kernel_metrics``,
 ``kernel_metrics_note`` (KernelBench). 4: ``suspect``, ``claimed_speedup`` (the integrity
 policy: a void finding takes the reward). 5: ``speedup_interval``, ``phases``, ``backend``;
-metric ``printed`` (project tasks). 6: ``rounds`` (KernelBench)."""
+metric ``printed`` (project tasks). 6: ``rounds`` (KernelBench). 7: ``per_round``
+(KernelBench)."""
 
 TestStatus = Literal[
     "passed", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit"
@@ -235,6 +236,14 @@ class CppProfile(_Record):
         return text
 
 
+class RoundSpeedup(_Record):
+    """One KernelBench round's own result, before the rounds are combined."""
+
+    speedup: float
+    interval: tuple[float, float] | None = None
+    """Its 95% interval (None: too few pairs for one)."""
+
+
 class Feedback(_Record):
     """The harness's verdict on one candidate against its task's reference."""
 
@@ -293,6 +302,9 @@ class Feedback(_Record):
     """KernelBench: timing windows combined, each with a fresh pair of worker processes
     (``maxcode.evaluate.kernelbench.rounds``); 0 elsewhere (a C++ round is one of
     ``repeats``)."""
+    per_round: list[RoundSpeedup] = []
+    """KernelBench: each round's own speedup and interval, in the order run (a round set aside
+    included); what ``speedup`` combines, kept to show how far the rounds agree."""
     candidate_sha256: str = ""
     """Content hash of the candidate source."""
     device: str = "cpu"

@@ -96,6 +96,7 @@ def test_rounds_that_disagree_more_than_their_intervals_admit_widen_the_interval
 def test_the_first_round_that_is_not_clean_is_the_verdict(last: Feedback) -> None:
     combined = combine([measured(1.3, (1.2, 1.4)), last])
     assert combined.speedup == 0.0 and combined.rounds == 2
+    assert [done.speedup for done in combined.per_round] == [1.3, 0.0]
     # Wherever it stands: the first round that is not clean is the verdict.
     assert combine([last, measured(1.3, (1.2, 1.4))]).suspect == last.suspect
     assert (combined.correct, combined.suspect) == (last.correct, last.suspect)
@@ -112,6 +113,9 @@ def test_a_round_far_outside_the_others_is_set_aside_and_named() -> None:
     assert combined.speedup == pytest.approx(alone.speedup)
     assert combined.speedup_interval == pytest.approx(alone.speedup_interval)
     assert combined.rounds == 4 and combined.repeats == 200 and combined.suspect is None
+    # Each round's own result stays, in order, the one set aside included.
+    assert [done.speedup for done in combined.per_round] == [1.01, 0.5, 0.99, 1.0]
+    assert combined.per_round[1].interval == (0.49, 0.51)
     assert combined.flags == [
         "rounds: round 2's speedup 0.500 was set aside, far outside the other rounds "
         "(their median 0.995)"
@@ -146,6 +150,10 @@ def test_an_evaluation_in_rounds_starts_fresh_workers_for_each() -> None:
     assert feedback.repeats == 40  # 20 timed calls a side in each round
     assert feedback.speedup_interval is not None
     assert feedback.tests_passed == feedback.tests_total == 3
+    assert len(feedback.per_round) == 2
+    assert all(done.speedup > 0 and done.interval for done in feedback.per_round)
+    assert min(d.speedup for d in feedback.per_round) <= feedback.speedup * (1 + 1e-9)
+    assert max(d.speedup for d in feedback.per_round) >= feedback.speedup * (1 - 1e-9)
 
 
 def test_a_wrong_candidate_stops_after_its_first_round() -> None:
@@ -168,3 +176,12 @@ def test_eval_help_states_the_reported_rounds() -> None:
     done = run_maxcode("eval", "--help")
     assert done.returncode == 0
     assert f"(default {REPORTED_ROUNDS};" in " ".join(done.stdout.split())
+
+
+def test_eval_prints_each_rounds_speedup(capsys: pytest.CaptureFixture[str]) -> None:
+    from maxcode.cli import _print_feedback
+
+    _print_feedback(combine([measured(s, (s / 1.02, s * 1.02)) for s in (1.012, 0.996, 1.004)]))
+    printed = capsys.readouterr().out
+    assert "in 3 rounds" in printed
+    assert "rounds: 1.012x, 0.996x, 1.004x" in printed

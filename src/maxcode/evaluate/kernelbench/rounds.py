@@ -40,7 +40,8 @@ Three rounds are needed to tell which is the odd one.
 
 The torch.compile baseline, the profile and the roofline are measured in the first round only;
 ``speedup_vs_compile`` keeps the first round's ratio of compiled to eager time, over the
-combined candidate. The timing statistics and the tests shown are the first round's.
+combined candidate. The timing statistics and the tests shown are the first round's; each
+round's own speedup and interval are kept in ``per_round``.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ import statistics
 
 from maxcode.evaluate.integrity import finding
 from maxcode.evaluate.kernelbench.schedule import t_quantile
-from maxcode.types import Feedback
+from maxcode.types import Feedback, RoundSpeedup
 
 REPORTED_ROUNDS = 4
 """Rounds of an evaluation whose speedup is reported (``maxcode eval``, re-verification).
@@ -76,10 +77,14 @@ def combine(rounds: list[Feedback]) -> Feedback:
     for done in rounds:
         for phase, seconds in done.phases.items():
             phases[phase] = round(phases.get(phase, 0.0) + seconds, 4)
+    per_round = [
+        RoundSpeedup(speedup=done.speedup, interval=done.speedup_interval) for done in rounds
+    ]
     unclean = next((done for done in rounds if not clean(done)), None)
     if len(rounds) == 1 or unclean is not None:
         verdict = unclean or rounds[0]
-        return verdict.model_copy(update={"phases": phases, "rounds": len(rounds)})
+        update = {"phases": phases, "rounds": len(rounds), "per_round": per_round}
+        return verdict.model_copy(update=update)
     first = rounds[0]
     aside = set_aside(rounds)
     kept = [done for number, done in enumerate(rounds) if number not in aside]
@@ -115,6 +120,7 @@ def combine(rounds: list[Feedback]) -> Feedback:
             "flags": flags,
             "phases": phases,
             "rounds": len(rounds),
+            "per_round": per_round,
         }
     )
 

@@ -150,10 +150,7 @@ def test_an_evaluation_in_rounds_starts_fresh_workers_for_each() -> None:
     assert feedback.repeats == 40  # 20 timed calls a side in each round
     assert feedback.speedup_interval is not None
     assert feedback.tests_passed == feedback.tests_total == 3
-    assert len(feedback.per_round) == 2
-    assert all(done.speedup > 0 and done.interval for done in feedback.per_round)
-    assert min(d.speedup for d in feedback.per_round) <= feedback.speedup * (1 + 1e-9)
-    assert max(d.speedup for d in feedback.per_round) >= feedback.speedup * (1 - 1e-9)
+    assert len(feedback.per_round) == 2  # each round's own result (its content: combine's tests)
 
 
 def test_a_wrong_candidate_stops_after_its_first_round() -> None:

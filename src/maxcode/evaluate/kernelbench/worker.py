@@ -1037,10 +1037,9 @@ def _fix_layout() -> None:
     filter), or the parent asked for the randomized layout (``MAXCODE_LAYOUT=random``, to
     measure it), the worker runs as it is.
 
-    The price (2026-11-26, a Firecracker guest): what then differs between two workers'
-    layouts follows their code, the same in every process, so some programs carry a bias that
-    every round repeats: identical scaled ``level1/89_cumsum`` candidates at 0.899-0.905 in each
-    of 4 rounds (0.871-1.231 with the layout random), ``level1/4`` at 1.02-1.125. A layout
+    The price: what then differs between two workers' layouts follows their code, the same in
+    every process, so some programs carry a bias that every round repeats (identical candidates
+    at 0.90 in every round; README, "The public KernelBench as a check", 2026-11-26). A layout
     drawn anew for each round, the same for both sides, would let rounds sample it."""
     if os.environ.get("MAXCODE_LAYOUT") in ("random", "tried"):
         return

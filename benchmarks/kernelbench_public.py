@@ -11,14 +11,15 @@ many identical candidates scored within 0.95-1.05, and which did not.
 
     python benchmarks/kernelbench_public.py KERNELBENCH_DIR [--levels 1,2] [--scale 0.1]
         [--jobs 1] [--limit N] [--only level1/42,level2/1] [--jsonl rows.jsonl]
-        [--layouts fixed,random] [--passes 2] [--rounds 4]
+        [--layouts shared,fixed,random] [--passes 2] [--rounds 4]
 
-``--layouts fixed,random`` evaluates each problem once per worker address layout, the two
-alternated problem by problem (``random`` sets ``MAXCODE_LAYOUT=random``: the workers keep the
-randomized layout), and summarizes each layout apart: what fixing the layout is worth, side by
-side in one run. ``--passes`` repeats the whole list. ``--rounds`` is ``maxcode eval``'s:
-rounds of fresh worker pairs per evaluation (default: eval's own, what a reported speedup
-takes).
+``--layouts shared,fixed,random`` evaluates each problem once per worker address layout,
+alternated problem by problem (``shared``, the default: a layout drawn per round, the same for
+both workers; ``fixed`` sets ``MAXCODE_LAYOUT=fixed``: one layout for every process;
+``random``: each process keeps its randomized layout), and summarizes each layout apart: what
+each is worth, side by side in one run. ``--passes`` repeats the whole list. ``--rounds`` is
+``maxcode eval``'s: rounds of fresh worker pairs per evaluation (default: eval's own, what a
+reported speedup takes).
 
 Timings need an otherwise idle machine; ``--jobs`` above 1 runs evaluations side by side
 (quicker for "does it run", noisier speedups).
@@ -65,8 +66,8 @@ class Row:
     """The void integrity finding that took the reward (the speedup is then 0)."""
     claimed: float | None = None
     """The speedup measured before a void finding took it."""
-    layout: str = "fixed"
-    """The workers' address layout asked for (``random``: ``MAXCODE_LAYOUT=random``)."""
+    layout: str = "shared"
+    """The workers' address layout asked for (``MAXCODE_LAYOUT``)."""
     per_round: list[float] = field(default_factory=list)
     """Each round's own speedup (``per_round`` of ``maxcode eval --json``), in the jsonl."""
 
@@ -80,7 +81,7 @@ def evaluate(
     name: str,
     scale: float,
     compile_baseline: bool,
-    layout: str = "fixed",
+    layout: str = "shared",
     rounds: int | None = None,
 ) -> Row:
     with tempfile.TemporaryDirectory(prefix="maxcode-kbpublic-") as folder:
@@ -101,8 +102,8 @@ def evaluate(
         ]
         environment = dict(os.environ)
         environment.pop("MAXCODE_LAYOUT", None)
-        if layout == "random":
-            environment["MAXCODE_LAYOUT"] = "random"
+        if layout != "shared":
+            environment["MAXCODE_LAYOUT"] = layout
         started = time.perf_counter()
         try:
             done = subprocess.run(
@@ -159,7 +160,7 @@ def chosen_problems(root: Path, levels: list[int], limit: int | None, only: set[
 
 
 def print_row(row: Row) -> None:
-    label = row.problem[:44] if row.layout == "fixed" else f"{row.problem[:37]} random"
+    label = row.problem[:44] if row.layout == "shared" else f"{row.problem[:37]} {row.layout}"
     if not row.ran:
         print(f"{label:<44} {'no':>4} {'':>7} {'':>17} {row.seconds:6.1f}  {row.error}")
         return
@@ -235,7 +236,9 @@ def main() -> None:
     parser.add_argument("--compile-baseline", action="store_true", help="also time torch.compile")
     parser.add_argument("--jsonl", type=Path, default=None, help="also write the rows here")
     parser.add_argument(
-        "--layouts", default="fixed", help="worker address layouts, alternated: fixed,random"
+        "--layouts",
+        default="shared",
+        help="worker address layouts, alternated: shared,fixed,random",
     )
     parser.add_argument("--passes", type=int, default=1, help="times the whole list is run")
     parser.add_argument(
@@ -243,8 +246,8 @@ def main() -> None:
     )
     options = parser.parse_args()
     layouts = [item.strip() for item in options.layouts.split(",") if item.strip()]
-    if not layouts or set(layouts) - {"fixed", "random"}:
-        raise SystemExit(f"--layouts: fixed and/or random, not {options.layouts!r}")
+    if not layouts or set(layouts) - {"shared", "fixed", "random"}:
+        raise SystemExit(f"--layouts: shared, fixed and/or random, not {options.layouts!r}")
     levels = [int(level) for level in options.levels.split(",") if level.strip()]
     only = {item.strip() for item in options.only.split(",") if item.strip()}
     problems = list(chosen_problems(options.root, levels, options.limit, only))

@@ -239,12 +239,12 @@ def test_a_candidate_that_does_not_import_did_not_compile(tmp_path: Path) -> Non
     assert "no ModelNew" in missing.error.message
 
 
-def test_the_timed_processes_run_with_one_fixed_address_layout(
+def test_the_timed_processes_run_with_address_randomization_off(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A randomized layout makes a bias that lasts a whole process (``worker._fix_layout``):
     the candidate's process runs with randomization off, unless the parent asks for it to
-    measure what the fixed layout is worth. This candidate is right only in a fixed layout."""
+    measure what that is worth. This candidate is right only with randomization off."""
     problem = write_problem(tmp_path, "return torch.relu(x)")
     layout_aware = model_new(
         "fixed = ctypes.CDLL(None).personality(0xFFFFFFFF) & 0x0040000\n"
@@ -254,6 +254,75 @@ def test_the_timed_processes_run_with_one_fixed_address_layout(
     assert judge(layout_aware, problem, repeats=2).correct
     monkeypatch.setenv("MAXCODE_LAYOUT", "random")
     assert not judge(layout_aware, problem, repeats=2).correct
+
+
+def test_both_workers_of_a_round_share_the_layout_drawn_for_it(tmp_path: Path) -> None:
+    """A layout fixed once for all made biases that every round repeated; each round draws
+    one, shared by its two workers (``worker._fix_layout``). Here the problem's output
+    depends on the draw as its own worker sees it: the identical candidate is right over two
+    rounds only if its worker saw the reference's draw in each, and a candidate that assumes
+    no draw is wrong."""
+    environment = "__import__('os').environ"
+    drawn = (
+        f"int({environment}.get('MAXCODE_LAYOUT_SEED', '0')) % 9973"
+        f" + len({environment}.get('MAXCODE_LAYOUT_PAD', ''))"
+    )
+    problem = write_problem(tmp_path, f"return x + {drawn}")
+    identical = problem.read_text() + "\n\nclass ModelNew(Model):\n    pass\n"
+    assert judge(identical, problem, repeats=2, rounds=2).correct
+    assert not judge(model_new("return x + 0"), problem, repeats=2).correct
+
+
+_LAYOUT_PROBE = """
+import ctypes, importlib.util, mmap, os, sys
+found = importlib.util.spec_from_file_location("worker", sys.argv[1])
+worker = importlib.util.module_from_spec(found)
+found.loader.exec_module(worker)
+worker._fix_layout()
+libc = ctypes.CDLL(None)
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+mapped = ctypes.addressof(ctypes.c_char.from_buffer(mmap.mmap(-1, 1 << 20)))
+print(os.environ["MAXCODE_LAYOUT"], len(os.environ.get("MAXCODE_LAYOUT_PAD", "")),
+      libc.malloc(64), mapped)
+"""
+
+
+def test_a_layout_draw_moves_the_stack_the_heap_and_the_mappings_and_repeats(
+    tmp_path: Path,
+) -> None:
+    """What ``worker._fix_layout`` does with a draw, in real processes: the same draw lays
+    out two processes alike (randomization off), another draw moves the stack's start, the
+    next heap block and the next mapping; ``fixed`` ignores the draw."""
+    import os
+    import subprocess
+    import sys
+
+    probe = tmp_path / "probe.py"
+    probe.write_text(_LAYOUT_PROBE)
+    worker = REPO / "src" / "maxcode" / "evaluate" / "kernelbench" / "worker.py"
+
+    def layout(seed: int, asked: str = "shared") -> list[str]:
+        environment = {
+            "PATH": os.environ["PATH"],
+            "MALLOC_MMAP_MAX_": "0",  # the workers' setting: the heap pad is on the heap
+            "MAXCODE_LAYOUT": asked,
+            "MAXCODE_LAYOUT_SEED": str(seed),
+        }
+        command = [sys.executable, "-I", str(probe), str(worker)]
+        done = subprocess.run(command, env=environment, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    first = layout(0x1234567890)
+    if not first[0].endswith("-set"):
+        pytest.skip("personality(2) is refused here: the layout cannot be fixed")
+    assert first == layout(0x1234567890)
+    other = layout(0x0987654321)
+    assert first[0] == other[0] == "shared-set"
+    assert [first[1], other[1]] == [str(0x890 * 16), str(0x321 * 16)]
+    assert first[2] != other[2] and first[3] != other[3]
+    assert layout(0x1234567890, "fixed") == layout(0x0987654321, "fixed")
+    assert layout(0x1234567890, "fixed")[:2] == ["fixed-set", "0"]
 
 
 def test_large_tensors_start_on_a_page_boundary_of_a_4_kib_page(tmp_path: Path) -> None:

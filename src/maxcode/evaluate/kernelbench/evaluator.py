@@ -186,7 +186,7 @@ def _one_round(
     plan = TimedPlan()
     try:
         common = written.spec(task, settings)
-        runner = WorkerRunner(sandbox, task, settings, job, paths, cpu)
+        runner = WorkerRunner(sandbox, task, settings, job, paths, cpu, written.seeds.layout)
         if settings.compile_only:
             judge = Judge.start(torch, task, settings, digest, sandbox, plan)
             stubs = importlib.resources.files("maxcode.evaluate").joinpath("cuda_stubs")

@@ -39,11 +39,14 @@ _COLLECTED_CHARS = 1 << 20
 class Seeds:
     """Secret seeds of one evaluation, each drawn on its own: the weights (in the spec: weights
     are not inputs), the warm-up inputs (in the spec), the checks (sent after warm-up). The
-    timed calls' seeds are drawn per call by ``TimedPlan`` and sent per chunk."""
+    timed calls' seeds are drawn per call by ``TimedPlan`` and sent per chunk. ``layout``
+    shifts both workers' address layouts alike (worker ``_fix_layout``): no secret, only a
+    draw per round."""
 
     init: int
     warmup: list[int]
     check: list[int]
+    layout: int = 0
 
     @classmethod
     def fresh(cls) -> Seeds:
@@ -52,6 +55,7 @@ class Seeds:
             init=draw.randrange(2**31),
             warmup=[draw.randrange(2**63) for _ in range(WARMUP_SEEDS)],
             check=[draw.randrange(2**63) for _ in range(CHECK_SEEDS)],
+            layout=draw.randrange(2**41),
         )
 
 
@@ -151,6 +155,8 @@ class WorkerRunner:
     job: Path
     python_paths: list[Path]
     cpu: int | None
+    layout: int = 0
+    """The round's layout seed (``Seeds.layout``), the same for all of its runs."""
 
     def run(
         self,
@@ -193,7 +199,7 @@ class WorkerRunner:
                         writable=[cache],
                         limits=limits,
                         cpu=self.cpu,
-                        env=_environment(cache, workdir),
+                        env=_environment(cache, workdir, self.layout),
                         devices=_gpu_devices() if cuda else (),
                         on_start=None if conversation is None else conversation.started,
                     )
@@ -209,7 +215,7 @@ class WorkerRunner:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _environment(cache: Path, workdir: Path) -> dict[str, str]:
+def _environment(cache: Path, workdir: Path, layout: int = 0) -> dict[str, str]:
     environment = {
         "PATH": f"{Path(sys.executable).parent}:/usr/local/cuda/bin:/usr/local/bin:/usr/bin:/bin",
         "TORCH_EXTENSIONS_DIR": str(cache / "extensions"),
@@ -244,9 +250,11 @@ def _environment(cache: Path, workdir: Path) -> dict[str, str]:
         "THP_MEM_ALLOC_ENABLE": "1",
         "MAX_JOBS": "2",
     }
-    if os.environ.get("MAXCODE_LAYOUT") == "random":
-        # Measuring what the fixed layout is worth (worker ``_fix_layout``).
-        environment["MAXCODE_LAYOUT"] = "random"
+    # The layout drawn for this round, the same for both sides (worker ``_fix_layout``);
+    # ``fixed`` or ``random`` in this process's environment measure what that is worth.
+    asked = os.environ.get("MAXCODE_LAYOUT", "shared")
+    environment["MAXCODE_LAYOUT"] = asked if asked in ("fixed", "random") else "shared"
+    environment["MAXCODE_LAYOUT_SEED"] = str(layout)
     for passed in ("CUDA_VISIBLE_DEVICES", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST"):
         if passed in os.environ:
             environment[passed] = os.environ[passed]

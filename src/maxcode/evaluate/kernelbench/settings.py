@@ -51,12 +51,12 @@ and more pairs cannot shrink. With each process's address layout drawn at random
 candidates of the 198 public level-1/2 problems that ran at ``--scale 0.1``
 (``benchmarks/kernelbench_public.py``, this machine) had 23 intervals without 1.0 out of 198
 (12%; 14 above it) with pairs alone; the likeliest spread fitted to them is 0.019, and with
-0.02, 4 of 198 miss 1.0. The workers now run with a fixed layout (worker ``_fix_layout``),
-which removes much of it: the same pass (200 of 200 ran, 196 within 0.95-1.05) fits 0.011,
-and with 0.015, 5 of 200 intervals miss 1.0. But six identical ``1_ScaledGELU`` evaluations
-in a noisy hour then had 2 of 6 intervals without 1.0 at 0.015, so the term stays 0.02 for
-every layout. C++ and project timings start a process per round, so their intervals already
-sample it."""
+0.02, 4 of 198 miss 1.0. With one fixed layout for all workers the same pass (200 of 200
+ran, 196 within 0.95-1.05) fitted 0.011, and with 0.015, 5 of 200 intervals missed 1.0; but
+six identical ``1_ScaledGELU`` evaluations in a noisy hour then had 2 of 6 intervals without
+1.0 at 0.015, and a fixed layout made biases that every round repeated. The workers now draw
+their layout per round, shared by both sides (worker ``_fix_layout``); the term stays 0.02.
+C++ and project timings start a process per round, so their intervals already sample it."""
 OUTSIDE_BIAS = 0.065
 """Spread (relative to the reference's time) of a bias that lasts a whole worker process in
 the time outside the calls (``judge``'s outside excess), added to its interval. Making a

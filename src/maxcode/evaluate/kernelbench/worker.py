@@ -4,8 +4,9 @@ It is started as ``python3 -I -B worker.py SPEC.json`` in a sandboxed process of
 for the reference and once for the candidate, so the candidate can never patch the reference's
 code or the functions that judge it. It imports no maxcode module: it is copied next to the
 job's files and runs with the interpreter's own packages only. Before anything else it
-re-executes itself once with address-space randomization off (``_fix_layout``), so that the two
-processes timed against each other do not differ by where their memory was laid out.
+re-executes itself once with address-space randomization off and moves its layout by the
+round's draw (``_fix_layout``), so that the two processes timed against each other do not differ
+by where their memory was laid out, and rounds sample what a layout does to the program.
 
 What it produces is *evidence*, not a verdict. The spec file holds only what building the model
 needs (problem, candidate, the weights' seed, the warm-up inputs' seeds, drawn apart from every
@@ -542,11 +543,11 @@ NVTX_RANGE = "maxcode_forward"
 
 
 _ALIGNMENT_SLACK = 16 << 20
-"""Bytes the reserve holds beyond twice a chunk's tensors, for their 2 MiB alignment."""
+"""Bytes the reserve holds beyond four times a chunk's tensors, for their 2 MiB alignment."""
 
 
 def _reserve(torch: Any, spec: dict[str, Any], call_bytes: int) -> None:
-    """Faults in, before the timed calls, twice the heap a chunk's inputs and outputs take,
+    """Faults in, before the timed calls, four times the heap a chunk's inputs and outputs take,
     and hands it back to the allocator (which keeps it: ``MALLOC_TRIM_THRESHOLD_``).
 
     Otherwise the heap grows during the first chunks and whenever a chunk holds more calls
@@ -573,7 +574,14 @@ def _reserve(torch: Any, spec: dict[str, Any], call_bytes: int) -> None:
     afresh, a 43 MB output came from the freed reserve in some workers and from fresh pages
     in others, and the reserve was skipped for calls above 16 MiB; without it, the heap grew
     inside timed calls: identical scaled ``level1/94_MSELoss`` candidates had calls of 275
-    instead of 29 ms and scored 0.72-1.00, against 0.995-1.001 with it.)"""
+    instead of 29 ms and scored 0.72-1.00, against 0.995-1.001 with it.)
+
+    Four times, not twice: with the layout drawn per round (``_fix_layout``), the scaled
+    ``level1/89_cumsum`` (a 43 MB input and a 43 MB output per call) grew its heap by 48 MB
+    inside its fourth timed call in some layouts (12,292 fresh pages; calls of 35-200 instead
+    of 16-19 ms; rounds at 0.50-0.55 in 3 of 8 public-pass rounds and 11 of 17 probe rounds),
+    whatever the reserve left between the blocks the chunks freed. With four times, 0 of 12
+    probe rounds grew, in layouts where 3 of 3 had grown."""
     if call_bytes <= 0:
         return
     chunk = min(int(spec.get("chunk_bytes", 0)), int(spec.get("chunk_calls", 0)) * call_bytes)
@@ -582,7 +590,7 @@ def _reserve(torch: Any, spec: dict[str, Any], call_bytes: int) -> None:
     del pool
     # A chunk holds one call at least, however large; each large tensor of it may need 2 MiB
     # more than its size, for its alignment.
-    reserve = torch.ones(2 * max(chunk, call_bytes) + _ALIGNMENT_SLACK, dtype=torch.uint8)
+    reserve = torch.ones(4 * max(chunk, call_bytes) + _ALIGNMENT_SLACK, dtype=torch.uint8)
     del reserve
 
 
@@ -900,9 +908,9 @@ class _Timing:
             if not seeds:
                 return samples
             # The chunk's inputs are made before its begin marker, so the host time between
-            # the markers is the calls'. Nothing else is allocated among them: with the layout
-            # fixed (``_fix_layout``), where a buffer lands follows from the calls alone, the
-            # same on both sides for the same program. Pads of a random size before each input
+            # the markers is the calls'. Nothing else is allocated among them: with the round's
+            # layout shared (``_fix_layout``), where a buffer lands follows from the calls alone,
+            # the same on both sides for the same program. Pads of a random size before each input
             # (once against a layout drawn per process) made a chunk's calls fast or slow
             # together (32 or 38.5 us for the scaled 1_ScaledGELU), a state that held for
             # several chunks of one worker: identical candidates scored 0.83 to 1.18, 16 of 42
@@ -1025,7 +1033,8 @@ def _no_huge_pages() -> None:
 
 
 def _fix_layout() -> None:
-    """Re-execute this worker once with address-space randomization off, before torch loads.
+    """Re-execute this worker once with address-space randomization off, before torch loads,
+    then shift the layout by the round's draw (``_shift_layout``), the same on both sides.
 
     Where the loader puts the libraries, the heap and the mappings is drawn afresh for every
     process, and the same calls then run a few percent faster or slower for the whole life of
@@ -1033,26 +1042,76 @@ def _fix_layout() -> None:
     12 public KernelBench problems, two evaluations each per layout, alternated: 0.969-1.046x
     with the layout fixed, 0.829-1.038x with it random. Randomization protects a process from
     the data it reads; a candidate is code that already runs in this process, inside its own
-    sandbox, and gains nothing from a known layout. Where personality(2) is refused (a seccomp
-    filter), or the parent asked for the randomized layout (``MAXCODE_LAYOUT=random``, to
-    measure it), the worker runs as it is.
+    sandbox, and gains nothing from a known layout.
 
-    The price: what then differs between two workers' layouts follows their code, the same in
-    every process, so some programs carry a bias that every round repeats (identical candidates
-    at 0.90 in every round; README, "The public KernelBench as a check", 2026-11-26). A layout
-    drawn anew for each round, the same for both sides, would let rounds sample it."""
-    if os.environ.get("MAXCODE_LAYOUT") in ("random", "tried"):
-        return
-    persona = _personality()
-    if persona == -1 or persona & _ADDR_NO_RANDOMIZE:
-        return  # cannot ask, or already fixed
-    if _personality(persona | _ADDR_NO_RANDOMIZE) == -1:
-        return
-    os.environ["MAXCODE_LAYOUT"] = "tried"
+    A layout fixed once for all has its price: what then differs between the two workers'
+    layouts follows their code, the same in every process, so some programs carried a bias
+    that every round repeated (identical candidates at 0.90 in every round; README, "The
+    public KernelBench as a check", 2026-11-26). So the layout is drawn anew for each round
+    and shared by its two workers (``MAXCODE_LAYOUT=shared``, the parent's default, with the
+    round's ``MAXCODE_LAYOUT_SEED``): rounds sample what a layout does to a program, and the
+    two sides of one round differ only by what their code did. ``fixed`` (no shift) and
+    ``random`` (randomization left on) are there to measure it. Where personality(2) is
+    refused (a seccomp filter), the worker runs as it is, shifted all the same."""
+    wanted = os.environ.get("MAXCODE_LAYOUT", "shared")
+    persona = _personality() if wanted in ("fixed", "shared") else -1
+    if (
+        persona != -1
+        and not persona & _ADDR_NO_RANDOMIZE
+        and _personality(persona | _ADDR_NO_RANDOMIZE) != -1
+    ):
+        os.environ["MAXCODE_LAYOUT"] = wanted + "-set"
+        if wanted == "shared":
+            # The stack starts below the environment's strings: this one moves it.
+            os.environ["MAXCODE_LAYOUT_PAD"] = "." * _layout_draw()[0]
+        try:
+            os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+        except OSError:
+            _personality(persona)  # could not start again: go on as this process is
+    if wanted in ("shared", "shared-set"):
+        _shift_layout()
+
+
+_LAYOUT_PADS: list[int] = []
+"""What ``_shift_layout`` reserved, kept for the life of the process."""
+
+
+def _layout_draw() -> tuple[int, int, int]:
+    """The round's shift, from ``MAXCODE_LAYOUT_SEED`` (0 when absent): bytes of environment
+    below the stack's start (16-byte steps, up to 64 KiB), pages reserved before the next
+    mappings (up to 16 MiB), bytes of heap allocated before the next allocations (16-byte
+    steps, up to 2 MiB). Sub-page offsets as well as pages: where a buffer falls within its
+    page and which pages it shares with others both made process-long biases."""
     try:
-        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
-    except OSError:
-        _personality(persona)  # could not start again: go on as this process is
+        seed = int(os.environ.get("MAXCODE_LAYOUT_SEED", "0"))
+    except ValueError:
+        seed = 0
+    return (seed & 0xFFF) * 16, (seed >> 12) & 0xFFF, ((seed >> 24) & 0x1FFFF) * 16
+
+
+_PROT_NONE, _MAP_PRIVATE, _MAP_ANONYMOUS, _MAP_NORESERVE = 0, 0x02, 0x20, 0x4000
+
+
+def _shift_layout() -> None:
+    """Move where later mappings (torch's libraries, Python's arenas, large buffers) and heap
+    allocations land, by the round's draw (``_layout_draw``): an inaccessible reservation
+    below the mappings made so far, and a heap block never freed."""
+    _, pages, heap = _layout_draw()
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = libc.malloc.restype = ctypes.c_void_p
+        whole, size, number = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
+        libc.mmap.argtypes = [whole, size, number, number, number, ctypes.c_long]
+        libc.malloc.argtypes = [ctypes.c_size_t]
+    except (OSError, AttributeError):
+        return
+    if pages:
+        flags = _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_NORESERVE
+        _LAYOUT_PADS.append(libc.mmap(None, pages * 4096, _PROT_NONE, flags, -1, 0) or 0)
+    if heap:
+        _LAYOUT_PADS.append(libc.malloc(heap) or 0)
 
 
 if __name__ == "__main__":

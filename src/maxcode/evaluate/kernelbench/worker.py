@@ -543,12 +543,13 @@ NVTX_RANGE = "maxcode_forward"
 
 
 _ALIGNMENT_SLACK = 16 << 20
-"""Bytes the reserve holds beyond four times a chunk's tensors, for their 2 MiB alignment."""
+"""Bytes the reserve holds beyond its chunks and calls, for their tensors' 2 MiB alignment."""
 
 
 def _reserve(torch: Any, spec: dict[str, Any], call_bytes: int) -> None:
-    """Faults in, before the timed calls, four times the heap a chunk's inputs and outputs take,
-    and hands it back to the allocator (which keeps it: ``MALLOC_TRIM_THRESHOLD_``).
+    """Faults in, before the timed calls, twice the heap a chunk's inputs and outputs take and
+    twice one call's more, and hands it back to the allocator (which keeps it:
+    ``MALLOC_TRIM_THRESHOLD_``).
 
     Otherwise the heap grows during the first chunks and whenever a chunk holds more calls
     than any before it, and fresh memory is slow to fault in: on this project's VM, 40 MiB
@@ -576,12 +577,14 @@ def _reserve(torch: Any, spec: dict[str, Any], call_bytes: int) -> None:
     inside timed calls: identical scaled ``level1/94_MSELoss`` candidates had calls of 275
     instead of 29 ms and scored 0.72-1.00, against 0.995-1.001 with it.)
 
-    Four times, not twice: with the layout drawn per round (``_fix_layout``), the scaled
-    ``level1/89_cumsum`` (a 43 MB input and a 43 MB output per call) grew its heap by 48 MB
-    inside its fourth timed call in some layouts (12,292 fresh pages; calls of 35-200 instead
-    of 16-19 ms; rounds at 0.50-0.55 in 3 of 8 public-pass rounds and 11 of 17 probe rounds),
-    whatever the reserve left between the blocks the chunks freed. With four times, 0 of 12
-    probe rounds grew, in layouts where 3 of 3 had grown."""
+    Two calls more: with the layout drawn per round (``_fix_layout``), the scaled
+    ``level1/89_cumsum`` (a 43 MB input and a 43 MB output per call, one call a chunk) grew
+    its heap by 48 MB inside its fourth timed call in some layouts (12,292 fresh pages; calls
+    of 35-200 instead of 16-19 ms; rounds at 0.50-0.55 in 3 of 8 public-pass rounds and 11 of
+    17 probe rounds): large blocks freed apart, each needing its 2 MiB alignment, left no
+    piece whole enough. With the reserve doubled, 0 of 12 probe rounds grew, in layouts where
+    3 of 3 had. Calls small against a chunk (which the reserve of twice a chunk served) pay
+    little for the two calls more."""
     if call_bytes <= 0:
         return
     chunk = min(int(spec.get("chunk_bytes", 0)), int(spec.get("chunk_calls", 0)) * call_bytes)
@@ -590,7 +593,8 @@ def _reserve(torch: Any, spec: dict[str, Any], call_bytes: int) -> None:
     del pool
     # A chunk holds one call at least, however large; each large tensor of it may need 2 MiB
     # more than its size, for its alignment.
-    reserve = torch.ones(4 * max(chunk, call_bytes) + _ALIGNMENT_SLACK, dtype=torch.uint8)
+    room = 2 * max(chunk, call_bytes) + 2 * call_bytes + _ALIGNMENT_SLACK
+    reserve = torch.ones(room, dtype=torch.uint8)
     del reserve
 
 

@@ -1058,6 +1058,7 @@ def _fix_layout() -> None:
     ``random`` (randomization left on) are there to measure it. Where personality(2) is
     refused (a seccomp filter), the worker runs as it is, shifted all the same."""
     wanted = os.environ.get("MAXCODE_LAYOUT", "shared")
+    stack, pages, heap = _layout_draw()
     persona = _personality() if wanted in ("fixed", "shared") else -1
     if (
         persona != -1
@@ -1067,17 +1068,13 @@ def _fix_layout() -> None:
         os.environ["MAXCODE_LAYOUT"] = wanted + "-set"
         if wanted == "shared":
             # The stack starts below the environment's strings: this one moves it.
-            os.environ["MAXCODE_LAYOUT_PAD"] = "." * _layout_draw()[0]
+            os.environ["MAXCODE_LAYOUT_PAD"] = "." * stack
         try:
             os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
         except OSError:
             _personality(persona)  # could not start again: go on as this process is
     if wanted in ("shared", "shared-set"):
-        _shift_layout()
-
-
-_LAYOUT_PADS: list[int] = []
-"""What ``_shift_layout`` reserved, kept for the life of the process."""
+        _shift_layout(pages, heap)
 
 
 def _layout_draw() -> tuple[int, int, int]:
@@ -1096,11 +1093,11 @@ def _layout_draw() -> tuple[int, int, int]:
 _PROT_NONE, _MAP_PRIVATE, _MAP_ANONYMOUS, _MAP_NORESERVE = 0, 0x02, 0x20, 0x4000
 
 
-def _shift_layout() -> None:
+def _shift_layout(pages: int, heap: int) -> None:
     """Move where later mappings (torch's libraries, Python's arenas, large buffers) and heap
-    allocations land, by the round's draw (``_layout_draw``): an inaccessible reservation
-    below the mappings made so far, and a heap block never freed."""
-    _, pages, heap = _layout_draw()
+    allocations land, by the round's draw (``_layout_draw``): an inaccessible reservation of
+    ``pages`` below the mappings made so far, and a heap block of ``heap`` bytes, both kept
+    for the life of the process."""
     try:
         import ctypes
 
@@ -1113,9 +1110,9 @@ def _shift_layout() -> None:
         return
     if pages:
         flags = _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_NORESERVE
-        _LAYOUT_PADS.append(libc.mmap(None, pages * 4096, _PROT_NONE, flags, -1, 0) or 0)
+        libc.mmap(None, pages * 4096, _PROT_NONE, flags, -1, 0)
     if heap:
-        _LAYOUT_PADS.append(libc.malloc(heap) or 0)
+        libc.malloc(heap)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from maxcode.errors import TaskError
 from maxcode.evaluate import evaluate_task, ncu, prebuild_task
 from maxcode.evaluate.integrity import void_findings
 from maxcode.tasks import kernelbench_suite, load_task
@@ -292,3 +293,91 @@ def test_the_cuda_kernels_compile_without_a_gpu(problem: str) -> None:
     assert feedback.compiled, feedback.compile_output
     assert not feedback.correct and feedback.speedup == 0.0
     assert any(flag.startswith("compile-only: extensions compiled") for flag in feedback.flags)
+
+
+def test_only_cuda_sources_that_name_nothing_of_torch_are_built_without_its_headers() -> None:
+    from maxcode.evaluate.kernelbench import worker
+
+    kernel = "__global__ void twice(float* x, int n) { x[0] *= 2.0f; }"
+    assert worker._light_headers([kernel, "void launch(float* x, cudaStream_t s);"])
+    assert not worker._light_headers([])  # no CUDA sources: nothing to build
+    for named in (
+        "#include <torch/extension.h>",
+        "at::Tensor run(at::Tensor x);",
+        "c10::Half h;",
+        "#include <ATen/cuda/CUDAContext.h>",
+        "AT_DISPATCH_FLOATING_TYPES(t, name, [&] {});",
+        "TORCH_CHECK(n > 0);",
+    ):
+        assert not worker._light_headers([kernel, named]), named
+
+
+@requires_nvcc
+@pytest.mark.slow  # 50-100 s here, most of it g++ on torch/extension.h for the C++ wrapper
+def test_a_cuda_source_without_torch_compiles_without_its_headers() -> None:
+    """The kernel and a launcher on plain pointers: nvcc never parses torch's headers (on an
+    H100 machine such a candidate built in 18 s, one with torch's headers in its CUDA source
+    in 67 s)."""
+    source = (FIXTURES / "1_ScaledGELU" / "cuda_light.py").read_text()
+    feedback = _compile_check("1_ScaledGELU", source)
+    assert feedback.compiled, feedback.compile_output
+    wanted = "maxcode_fixture_scaled_gelu_light without torch's headers"
+    assert any(wanted in flag for flag in feedback.flags), feedback.flags
+
+
+NEEDS_A_STANDARD_HEADER = '''import torch
+from torch.utils.cpp_extension import load_inline
+
+_kernel = load_inline(
+    name="maxcode_test_std_vector",
+    cpp_sources="""
+void launch(float* x, long n);
+torch::Tensor run(torch::Tensor x) {
+    auto y = x.clone();
+    launch(y.data_ptr<float>(), y.numel());
+    return y;
+}
+""",
+    cuda_sources="""
+__global__ void twice(float* x, long n) {
+    long i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= 2.0f;
+}
+void launch(float* x, long n) {
+    std::vector<int> blocks{static_cast<int>((n + 255) / 256)};
+    twice<<<blocks[0], 256>>>(x, n);
+}
+""",
+    functions=["run"],
+)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return _kernel.run(x)
+'''
+
+
+@requires_nvcc
+@pytest.mark.slow  # nvcc on torch's headers, after the light build fails
+def test_a_cuda_source_that_needs_a_header_torch_brought_in_is_built_with_torch_headers() -> None:
+    feedback = _compile_check(PROBLEMS[0].stem, NEEDS_A_STANDARD_HEADER)
+    assert feedback.compiled, feedback.compile_output
+    assert any("(maxcode_test_std_vector)" in flag for flag in feedback.flags), feedback.flags
+
+
+def test_checked_outputs_larger_than_a_worker_may_write_are_named_plainly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At KernelBench's full size, level1/19_ReLU's checked outputs (6.4 GB each, three seeds
+    twice) were more than the workers' file limit, and torch's error named a zip position."""
+    from maxcode.evaluate.kernelbench import runner
+
+    monkeypatch.setattr(runner, "_RESULT_BYTES", 1 << 20)
+    task = load_task(str(EXAMPLES / "1_ScaledGELU.py"))
+    source = (FIXTURES / "1_ScaledGELU" / "cpu.py").read_text()
+    with pytest.raises(TaskError) as raised:
+        evaluate_task(task, source)
+    message = str(raised.value)
+    assert "the reference does not run: the checked calls' outputs take 25.2 MB" in message
+    assert "more than the 1.0 MB a worker may write" in message and "--scale" in message

@@ -171,3 +171,31 @@ def test_optimize_with_the_triton_backend_completes_a_search_on_a_cpu(tmp_path: 
     assert_checked_not_timed(right)
     assert right.suspect is None
     assert void.suspect is not None and void.suspect.startswith("backend:")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("problem", ["1_ScaledGELU", "2_SumReduction", "4_Softmax"])
+def test_a_triton_kernel_is_timed_on_a_gpu(problem: str) -> None:
+    task = load_task(str(EXAMPLES / f"{problem}.py"))
+    source = (TRITON / f"{problem}.py").read_text()
+    feedback = evaluate_task(task, source, device="cuda", backend="triton")
+    assert feedback.correct and feedback.compiled, feedback.error
+    assert feedback.backend == "triton" and feedback.device == "cuda"
+    assert "interpreted" not in categories(feedback)
+    assert feedback.speedup > 0 and feedback.timings["candidate"].trials > 0
+    assert feedback.speedup_interval is not None
+    print(
+        f"triton {problem}: eager {feedback.timings['reference'].median_s * 1e3:.4f} ms, "
+        f"candidate {feedback.timings['candidate'].median_s * 1e3:.4f} ms, "
+        f"speedup {feedback.speedup:.2f}x {feedback.flags}"
+    )
+
+
+@pytest.mark.gpu
+def test_a_triton_forward_that_launches_no_kernel_is_void_on_a_gpu() -> None:
+    task = load_task(str(EXAMPLES / "4_Softmax.py"))
+    source = (TRITON / "no_launch.py").read_text()
+    feedback = evaluate_task(task, source, device="cuda", backend="triton")
+    assert feedback.correct and feedback.speedup == 0.0, feedback.error
+    assert feedback.suspect is not None
+    assert feedback.suspect.startswith("backend: forward launched no Triton kernel")

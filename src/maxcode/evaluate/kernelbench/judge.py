@@ -272,7 +272,7 @@ class Judge:
             timings["compile"] = _stats(ref_times["compile"], None)
         if ref_times.get("overhead"):
             # An identity model timed the same way: the fixed cost in every timed call (on
-            # CUDA, the flush and the device-wide sync), which no kernel can go below.
+            # CUDA, the events and the drain of the device), which no kernel can go below.
             timings["harness"] = _stats(ref_times["overhead"], None)
         floor = 1e-7
         reference_cost = max(timings["reference"].median_s, floor)

@@ -213,6 +213,8 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         factory = problem.Model
         stages.done("load")
     else:
+        if device.type == "cuda":
+            _light_cuda_builds()
         try:
             candidate = _load_module("maxcode_candidate", spec["candidate"], overrides)
         except SyntaxError as error:
@@ -349,7 +351,7 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
             if launches is not None:
                 result["triton"] = launches.report(None, 0)
             result["times"] = {}
-            torch.save(saved, "tensors.pt")
+            _save_tensors(torch, saved)
             return
         _reserve(torch, spec, output_bytes + input_bytes)
         result["threads_before"] = _threads()
@@ -390,8 +392,36 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
                     result["roofline_error"] = message[:_MESSAGE_CHARS]
     stages.done("baselines")
     result["times"] = times
-    torch.save(saved, "tensors.pt")
+    _save_tensors(torch, saved)
     stages.done("saved")
+
+
+def _save_tensors(torch: Any, saved: dict[str, list[Any]]) -> None:
+    """Writes the checked calls' tensors for the parent (``tensors.pt``), or says plainly that
+    they are more than this process may write (the sandbox's file-size limit), where torch's
+    own error would name a position in a zip file."""
+    import resource
+
+    def size(value: Any) -> int:
+        if isinstance(value, (list, tuple)):
+            return sum(size(item) for item in value)
+        if isinstance(value, torch.Tensor):
+            return int(value.numel() * value.element_size())
+        return 0
+
+    def text(count: int) -> str:
+        return f"{count / 1e9:.1f} GB" if count >= 1e9 else f"{count / 1e6:.1f} MB"
+
+    total = size(list(saved.values()))
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY and total >= limit:
+        raise _Failure(
+            "runtime_error",
+            f"the checked calls' outputs take {text(total)}, more than the {text(limit)} a "
+            "worker may write for the parent to compare: too large to check at this size "
+            "(a smaller --scale runs)",
+        )
+    torch.save(saved, "tensors.pt")
 
 
 class _TritonLaunches:
@@ -732,6 +762,47 @@ def _profile(
     }
 
 
+_TORCH_NAMES = ("torch", "ATen", "at::", "c10", "C10_", "TORCH_", "AT_", "pybind")
+"""Names that tie a CUDA source to torch's headers (``_light_headers``)."""
+
+_LIGHT_CUDA_HEADERS = ["#include <cuda.h>", "#include <cuda_runtime.h>"]
+"""What a CUDA source that names nothing of torch's gets in place of ``torch/types.h``."""
+
+
+def _light_headers(cuda_sources: list[str]) -> bool:
+    """Whether ``cuda_sources`` can build without the ``torch/types.h`` that ``load_inline``
+    puts before them: they name nothing of torch's. That header is most of a small CUDA
+    extension's build: nvcc parses it twice (host and device), 75 of 77 s for one kernel and its
+    launcher on this project's 2-core machine, against 3.6 s without it."""
+    return bool(cuda_sources) and not any(
+        name in source for source in cuda_sources for name in _TORCH_NAMES
+    )
+
+
+def _light_cuda_builds() -> None:
+    """``load_inline`` builds CUDA sources that name nothing of torch's without torch's
+    implicit header (``_light_headers``): the kernels and a launcher on plain pointers, with the
+    ``torch::Tensor`` wrapper in the C++ sources, which keep ``torch/extension.h``. Should such
+    a build fail (a standard header the torch header brought in), it is built again as torch
+    would have built it, so no source fails here that torch's own build accepts."""
+    import torch.utils.cpp_extension as extension
+
+    original = extension.load_inline
+
+    def load_inline(name: str, cpp_sources: Any, cuda_sources: Any = None, **options: Any) -> Any:
+        cuda = _as_list(cuda_sources)
+        if options.get("no_implicit_headers") or not _light_headers(cuda):
+            return original(name, cpp_sources, cuda_sources, **options)
+        cpp = ["#include <torch/extension.h>", *_as_list(cpp_sources)]
+        light = {**options, "no_implicit_headers": True}
+        try:
+            return original(name, cpp, [*_LIGHT_CUDA_HEADERS, *cuda], **light)
+        except Exception:
+            return original(name, cpp_sources, cuda_sources, **options)
+
+    extension.load_inline = load_inline  # type: ignore[assignment]
+
+
 # What torch's own CUDA extension builds pass to nvcc.
 _NVCC_FLAGS = [
     "-D__CUDA_NO_HALF_OPERATORS__",
@@ -748,6 +819,7 @@ def _compile_check(spec: dict[str, Any], result: dict[str, Any]) -> None:
     """Compile the sources of every ``load_inline`` call of the candidate without loading them
     (for CUDA candidates on a machine with nvcc and no GPU): the call is recorded instead of
     built, then its sources are written as torch writes them and compiled one by one."""
+    import shutil
     import subprocess
     import sysconfig
 
@@ -784,6 +856,14 @@ def _compile_check(spec: dict[str, Any], result: dict[str, Any]) -> None:
         sysconfig.get_paths()["include"],
         spec["stubs"],
     ]
+    # torch's CUDA builds give every source the toolkit's headers (the C++ sources too).
+    found = os.path.realpath(shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc")
+    homes = [os.environ.get("CUDA_HOME", ""), os.path.dirname(os.path.dirname(found))]
+    includes += [
+        os.path.join(home, "include")
+        for home in [*homes, "/usr/local/cuda"]
+        if home and os.path.isfile(os.path.join(home, "include", "cuda_runtime_api.h"))
+    ][:1]
     log: list[str] = []
     checked: list[str] = []
     for call in calls:
@@ -809,16 +889,30 @@ def _compile_check(spec: dict[str, Any], result: dict[str, Any]) -> None:
         )
         cuda = _as_list(call["cuda"])
         if cuda:
-            headers = ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"]
-            with open(os.path.join(folder, "cuda.cu"), "w", encoding="utf-8") as handle:
-                handle.write("\n".join([*headers, *cuda]))
             cuda_flags = list(call.get("extra_cuda_cflags") or [])
             nvcc = ["nvcc", "-c", "cuda.cu", "-o", "cuda.o", "-std=c++20", *_NVCC_FLAGS]
             commands.append([*nvcc, *common, *cuda_flags])
+        # The headers the GPU build gives (``_light_cuda_builds``): the light ones first, and
+        # torch's again when those fail.
+        torch_headers = ["#include <torch/types.h>", *_LIGHT_CUDA_HEADERS]
+        tries = [_LIGHT_CUDA_HEADERS, torch_headers] if _light_headers(cuda) else [torch_headers]
+        light = False
         for command in commands:
-            done = subprocess.run(
-                command, cwd=folder, capture_output=True, text=True, errors="replace", check=False
-            )
+            for headers in tries if command[0] == "nvcc" else [[]]:
+                light = headers is _LIGHT_CUDA_HEADERS
+                if headers:
+                    with open(os.path.join(folder, "cuda.cu"), "w", encoding="utf-8") as handle:
+                        handle.write("\n".join([*headers, *cuda]))
+                done = subprocess.run(
+                    command,
+                    cwd=folder,
+                    capture_output=True,
+                    text=True,
+                    errors="replace",
+                    check=False,
+                )
+                if done.returncode == 0:
+                    break
             output = (done.stdout + done.stderr).strip()
             if done.returncode != 0:
                 log.append(f"$ {' '.join(command[:3])} ... ({call['name']})\n{output}")
@@ -827,7 +921,7 @@ def _compile_check(spec: dict[str, Any], result: dict[str, Any]) -> None:
                     f"extension {call['name']!r} does not compile",
                     "\n\n".join(log),
                 )
-        checked.append(call["name"])
+        checked.append(f"{call['name']} without torch's headers" if light else call["name"])
     result["checked"] = checked
 
 
@@ -848,8 +942,8 @@ class _Timing:
 
     Warm-up first, on inputs of the warm-up seeds (also sizes the trial count to the time
     budget, and to the memory that keeping every output takes). On CUDA, the L2 cache is
-    flushed before each call and the call is timed with events around it and a device-wide
-    sync before the end event.
+    flushed before each call and the call is timed with events around it on its stream, plus
+    the host's wait for the rest of the device to drain after the end event (``_call``).
     """
 
     def __init__(
@@ -927,6 +1021,11 @@ class _Timing:
                 if shared is None:
                     shared = self.make_inputs(seed)
                 batch.append(shared)
+            # On a GPU the inputs are made by kernels that run on after their launch: they
+            # are waited for here, or the first call's wait for the device would take them
+            # into the calls' window (the host saw 0.167 ms a call against 0.070 claimed for
+            # the bundled 2_SumReduction on an H100, which voided an honest kernel).
+            self.sync()
             outputs, times = [], []
             # The parent reads this process's CPU clock before it answers: the calls start
             # after that reading.
@@ -977,14 +1076,23 @@ class _Timing:
         if flush is not None:
             flush.zero_()
             self.sync()
+            stream = torch.cuda.current_stream(self.device)
             begin = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
-            begin.record()
+            begin.record(stream)
             self.last = model(*given)
-            torch.cuda.synchronize(self.device)
-            end.record()
+            end.record(stream)
+            # The call's stream is timed on the device (its kernels and the host's gaps
+            # between their launches). What the call left running elsewhere (side streams,
+            # which events on this stream do not wait for) is timed on the host: once the end
+            # event has passed, the device is drained, and the wait counts. The drain of an
+            # idle device is a few microseconds; the end event recorded after a device-wide
+            # sync, as before, cost every call a host round trip (30-45 us on an H100).
             end.synchronize()
-            return float(begin.elapsed_time(end)) / 1000.0
+            drained = _perf_counter()
+            torch.cuda.synchronize(self.device)
+            rest = _perf_counter() - drained
+            return float(begin.elapsed_time(end)) / 1000.0 + rest
         start = _perf_counter()
         self.last = model(*given)
         return float(_perf_counter() - start)

@@ -70,6 +70,8 @@ class Row:
     """The workers' address layout asked for (``MAXCODE_LAYOUT``)."""
     per_round: list[float] = field(default_factory=list)
     """Each round's own speedup (``per_round`` of ``maxcode eval --json``), in the jsonl."""
+    reference_ms: float | None = None
+    """The reference's median timed call, in milliseconds (for KernelBench's baseline times)."""
 
 
 def identical_candidate(problem: Path) -> str:
@@ -83,6 +85,7 @@ def evaluate(
     compile_baseline: bool,
     layout: str = "shared",
     rounds: int | None = None,
+    device: str = "cpu",
 ) -> Row:
     with tempfile.TemporaryDirectory(prefix="maxcode-kbpublic-") as folder:
         candidate = Path(folder) / "candidate.py"
@@ -99,6 +102,8 @@ def evaluate(
             str(scale),
             "--compile-baseline" if compile_baseline else "--no-compile-baseline",
             *(["--rounds", str(rounds)] if rounds else []),
+            "--device",
+            device,
         ]
         environment = dict(os.environ)
         environment.pop("MAXCODE_LAYOUT", None)
@@ -127,6 +132,7 @@ def evaluate(
     error = result.get("error") or {}
     interval = result.get("speedup_interval")
     speedup = result.get("speedup")
+    reference = (result.get("timings") or {}).get("reference") or {}
     return Row(
         name,
         True,
@@ -139,6 +145,7 @@ def evaluate(
         claimed=result.get("claimed_speedup"),
         layout=layout,
         per_round=[float(done["speedup"]) for done in result.get("per_round") or []],
+        reference_ms=reference["median_s"] * 1e3 if "median_s" in reference else None,
     )
 
 
@@ -167,6 +174,8 @@ def print_row(row: Row) -> None:
     speedup = f"{row.speedup:.3f}" if row.speedup is not None else "-"
     interval = f"{row.interval[0]:.3f}-{row.interval[1]:.3f}" if row.interval else ""
     tail = "" if row.correct else f"  wrong: {row.error}"
+    if row.reference_ms is not None:
+        tail += f"  reference {row.reference_ms:.4g} ms"
     if row.suspect:
         tail += f"  void (claimed {row.claimed or 0:.3f}): {row.suspect}"
     print(
@@ -241,6 +250,7 @@ def main() -> None:
         help="worker address layouts, alternated: shared,fixed,random",
     )
     parser.add_argument("--passes", type=int, default=1, help="times the whole list is run")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (maxcode eval --device)")
     parser.add_argument(
         "--rounds", type=int, default=None, help="maxcode eval --rounds (default: eval's)"
     )
@@ -268,6 +278,7 @@ def main() -> None:
                 options.compile_baseline,
                 layout,
                 options.rounds,
+                options.device,
             )
             for path, name, layout in runs
         ]

@@ -203,6 +203,14 @@ def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
     "speedup (default 4; a search screens with 1 and re-verifies with 4).",
 )
 @click.option(
+    "--check-scale",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=None,
+    envvar="MAXCODE_CHECK_SCALE",
+    help="KernelBench: also check a correct candidate at the problem's sizes times this (other "
+    "shapes, untimed); wrong there is a shapes: warning.",
+)
+@click.option(
     "--profile",
     is_flag=True,
     envvar="MAXCODE_PROFILE",
@@ -225,6 +233,7 @@ def eval_command(
     compile_only: bool,
     backend: str | None,
     rounds: int | None,
+    check_scale: float | None,
     profile: bool,
 ) -> None:
     """Check CANDIDATE against TASK's reference and measure its speedup."""
@@ -246,6 +255,7 @@ def eval_command(
         profile=profile,
         backend=backend,
         rounds=rounds,
+        check_scale=check_scale,
     )
     if as_json:
         click.echo(json.dumps(feedback.model_dump(mode="json")))

@@ -53,6 +53,7 @@ def evaluate_task(
     profile: bool = False,
     backend: str | None = None,
     rounds: int | None = None,
+    check_scale: float | None = None,
 ) -> Feedback:
     """Judge a candidate's source against a loaded task (``cpu``: where timed runs are pinned;
     None picks one). KernelBench only: ``compile_baseline`` also times ``torch.compile`` of the
@@ -60,7 +61,11 @@ def evaluate_task(
     candidate's extensions and runs nothing; ``profile`` adds where each forward's time goes;
     ``backend`` is the candidates' kernel language (None: ``cuda`` on a GPU, C++ on a CPU);
     ``rounds`` timing windows with fresh workers are combined (None: one). C++ and project
-    tasks start fresh processes every timed round already and take no ``rounds``."""
+    tasks start fresh processes every timed round already and take no ``rounds``.
+    ``check_scale``: a correct KernelBench candidate is also checked at the problem's sizes
+    times this (untimed; wrong there is a ``shapes`` warning)."""
+    if check_scale is not None and task.kind != "kernelbench":
+        raise MaxcodeError(f"{task.name}: --check-scale is for KernelBench tasks")
     if task.kind == "cpp":
         if device != "cpu":
             raise MaxcodeError(
@@ -103,6 +108,7 @@ def evaluate_task(
             profile=profile,
             backend=backend,
             rounds=rounds or 1,
+            check_scale=check_scale,
         )
         return evaluate_kernelbench(
             task, candidate_source, settings=settings, sandbox=sandbox, cpu=cpu
@@ -140,6 +146,7 @@ def evaluate(
     profile: bool = False,
     backend: str | None = None,
     rounds: int | None = None,
+    check_scale: float | None = None,
 ) -> Feedback:
     """``maxcode eval``: load the task and the candidate file, then judge the candidate.
 
@@ -186,4 +193,5 @@ def evaluate(
         profile=profile,
         backend=backend,
         rounds=REPORTED_ROUNDS if rounds is None else rounds,
+        check_scale=check_scale,
     )

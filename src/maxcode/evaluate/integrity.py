@@ -103,6 +103,12 @@ RULES: dict[str, Rule] = {
         Rule("held-out", "warn", "a hidden test failed (its details withheld)"),
         Rule("compile-only", "warn", "built only; nothing was run, so no reward"),
         Rule(
+            "shapes",
+            "warn",
+            "correct at the problem's shapes, wrong at the other shapes it was checked at "
+            "(KernelBench --check-scale)",
+        ),
+        Rule(
             "read-only",
             "void",
             "a project candidate changed a file outside its editable files (tests, benchmark, "

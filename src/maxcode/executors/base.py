@@ -43,6 +43,8 @@ class EvalJob:
     """KernelBench: the candidates' kernel language (None: cuda on a GPU, C++ on a CPU)."""
     rounds: int | None = None
     """KernelBench: timing windows with fresh workers, combined (None: one)."""
+    check_scale: float | None = None
+    """KernelBench: also check a correct candidate at the problem's sizes times this."""
 
     def sandbox_key(self) -> tuple[str, bool]:
         """What the job's sandbox is built from: ``Sandbox(level, unsafe_ok=...)``."""
@@ -59,6 +61,7 @@ class EvalJob:
             "profile": self.profile,
             "backend": self.backend,
             "rounds": self.rounds,
+            "check_scale": self.check_scale,
         }
 
 

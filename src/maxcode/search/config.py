@@ -68,6 +68,9 @@ class SearchConfig(BaseModel):
     """KernelBench: also time the reference under ``torch.compile`` in every evaluation."""
     tolerance: float | None = Field(default=None, gt=0)
     """KernelBench: atol = rtol for floating outputs; None for the per-dtype defaults."""
+    check_scale: float | None = Field(default=None, gt=0, le=1)
+    """KernelBench: also check each correct candidate at the problem's sizes times this (other
+    shapes, untimed); a candidate wrong there gets a ``shapes`` warning, shown to the critic."""
     verify: bool = True
     """When the run ends, judge its best program again (fresh processes and inputs) before it
     is reported; when that fails, the next best is tried."""

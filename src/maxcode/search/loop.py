@@ -424,6 +424,7 @@ class Search:
             unsafe_isolation=self.config.unsafe_isolation,
             backend=self.config.backend,
             rounds=rounds,
+            check_scale=self.config.check_scale,
         )
 
     # --- the final re-verification -------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from maxcode.errors import TaskError
@@ -105,6 +106,23 @@ def load_kernelbench_problem(path: Path, scale: float = 1.0) -> Task:
             "source": source,
         },
     )
+
+
+def rescaled(task: Task, scale: float) -> Task:
+    """``task`` (a KernelBench problem) at other shapes: its original sizes times ``scale``, as
+    ``--scale`` would make them. TaskError when that gives the task's own shapes."""
+    source = str(task.extra["source"])
+    try:
+        scaling = scale_problem(source, scale) if scale != 1.0 else Scaling(scale, source)
+    except TaskError as error:
+        raise TaskError(f"{task.origin}: {error}") from None
+    if scaling.source == task.reference:
+        raise TaskError(
+            f"{task.origin}: scale {scale:g} gives the problem's own shapes (choose another "
+            "--check-scale)"
+        )
+    extra = {**task.extra, "scale": scale, "overrides": scaling.overrides, "scaling": scaling}
+    return replace(task, reference=scaling.source, extra=extra)
 
 
 def kernelbench_suite(folder: Path) -> list[Path]:

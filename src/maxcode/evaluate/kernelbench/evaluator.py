@@ -47,6 +47,7 @@ from typing import Any
 
 from maxcode.errors import MaxcodeError, TaskError
 from maxcode.evaluate.cpp import timing_cpu
+from maxcode.evaluate.integrity import finding
 from maxcode.evaluate.kernelbench import roofline, rounds
 from maxcode.evaluate.kernelbench.backends import check_backend
 from maxcode.evaluate.kernelbench.channel import Conversation
@@ -63,7 +64,9 @@ from maxcode.evaluate.kernelbench.runner import (
 from maxcode.evaluate.kernelbench.schedule import CANDIDATE, REFERENCE, Schedule, TimedPlan
 from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
 from maxcode.evaluate.sandbox import Sandbox, hidden_from_others
+from maxcode.tasks.kernelbench import rescaled
 from maxcode.tasks.model import Task
+from maxcode.tasks.scaling import Scaling
 from maxcode.types import Feedback
 
 
@@ -158,6 +161,9 @@ def evaluate_kernelbench(
             "KernelBench evaluation needs bubblewrap here: the Python installation lives in a "
             "folder other users cannot enter (apt-get install bubblewrap)"
         )
+    other = None
+    if settings.check_scale is not None and not settings.compile_only:
+        other = rescaled(task, settings.check_scale)  # before anything runs: a bad scale fails
     done: list[Feedback] = []
     later = replace(settings, compile_baseline=False, profile=False)
     for number in range(1 if settings.compile_only else settings.rounds):
@@ -166,7 +172,39 @@ def evaluate_kernelbench(
         done.append(feedback)
         if not rounds.clean(feedback):
             break
-    return rounds.combine(done)
+    combined = rounds.combine(done)
+    if other is None or not combined.correct:
+        return combined
+    return _at_other_shapes(combined, other, candidate, later, sandbox, pinned, paths, torch)
+
+
+def _at_other_shapes(
+    feedback: Feedback,
+    other: Task,
+    candidate: str,
+    settings: KernelBenchSettings,
+    sandbox: Sandbox,
+    cpu: int | None,
+    paths: list[Path],
+    torch: Any,
+) -> Feedback:
+    """``feedback`` (a correct verdict), with a ``shapes`` warning when the candidate's outputs
+    are wrong at ``other``'s shapes (checked as at its own, nothing timed)."""
+    scale = float(other.extra["scale"])  # type: ignore[arg-type]
+    checks = replace(settings, check_only=True)
+    try:
+        elsewhere = _one_round(other, candidate, checks, sandbox, cpu, paths, torch)
+    except TaskError as error:
+        raise TaskError(f"--check-scale {scale:g}: {error}") from None
+    if elsewhere.correct:
+        return feedback
+    scaling = other.extra["scaling"]
+    changed = scaling.changed if isinstance(scaling, Scaling) else {}
+    sizes = ", ".join(f"{name} {value}" for name, value in changed.items())
+    where = f"scale {scale:g}" + (f" ({sizes})" if sizes else "")
+    why = elsewhere.error.message if elsewhere.error else "not correct"
+    flag = finding("shapes", f"correct at the problem's shapes, wrong at {where}: {why}")
+    return feedback.model_copy(update={"flags": [*feedback.flags, flag]})
 
 
 def _one_round(

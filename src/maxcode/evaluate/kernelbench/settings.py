@@ -107,6 +107,11 @@ class KernelBenchSettings:
     """Timing windows, each with a fresh pair of workers, combined into one speedup
     (``rounds.py``): one screens a search's candidates, ``rounds.REPORTED_ROUNDS`` for a
     speedup that is reported."""
+    check_scale: float | None = None
+    """Also check a correct candidate at these other shapes (the problem's sizes times this,
+    as ``--scale`` would make them; untimed): wrong there is a ``shapes`` warning."""
+    check_only: bool = False
+    """Check the candidate's outputs and time nothing (the round at ``check_scale``)."""
 
     def kernel_backend(self) -> str:
         """The backend in effect (``backend`` resolved by device)."""
@@ -116,7 +121,8 @@ class KernelBenchSettings:
     def timed(self) -> bool:
         """Whether candidates are timed: a Triton candidate on a CPU runs in Triton's
         interpreter, which checks correctness but says nothing about speed."""
-        return not (self.kernel_backend() == "triton" and self.device != "cuda")
+        interpreted = self.kernel_backend() == "triton" and self.device != "cuda"
+        return not (interpreted or self.check_only)
 
     def worker_timing(self) -> dict[str, Any]:
         """The worker's timing settings (how the calls are timed is the parent's to say)."""

@@ -16,6 +16,7 @@ import shutil
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -381,3 +382,47 @@ def test_checked_outputs_larger_than_a_worker_may_write_are_named_plainly(
     message = str(raised.value)
     assert "the reference does not run: the checked calls' outputs take 25.2 MB" in message
     assert "more than the 1.0 MB a worker may write" in message and "--scale" in message
+
+
+def test_load_inline_is_given_light_headers_only_where_they_can_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The worker's wrapper of ``load_inline`` (installed on a GPU before the candidate is
+    imported), against a stand-in for torch's that records its calls and fails where asked."""
+    import torch.utils.cpp_extension as extension
+
+    from maxcode.evaluate.kernelbench import worker
+
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    failing = {"light": False}
+
+    def recorded(*args: Any, **options: Any) -> str:
+        calls.append((args, options))
+        if failing["light"] and options.get("no_implicit_headers"):
+            raise RuntimeError("error: 'vector' is not a member of 'std'")
+        return "module"
+
+    monkeypatch.setattr(extension, "load_inline", recorded)
+    worker._light_cuda_builds()
+    kernel = "__global__ void k(float* x) { x[0] = 1.0f; }"
+    assert extension.load_inline("a", "void f();", kernel, functions=["f"]) == "module"
+    ((args, options),) = calls
+    assert args[1][0] == "#include <torch/extension.h>" and args[1][1:] == ["void f();"]
+    assert args[2] == [*worker._LIGHT_CUDA_HEADERS, kernel]
+    assert options == {"functions": ["f"], "no_implicit_headers": True}
+    calls.clear()
+    for unchanged in (
+        (("b", "void f();", kernel + " // torch::Tensor"), {}),  # names torch
+        (("c", "void f();", kernel, None, ["f"]), {}),  # positional options
+        (("d", "void f();", kernel), {"no_implicit_headers": True}),  # the candidate's choice
+        (("e", "void f();", None), {}),  # no CUDA sources
+    ):
+        extension.load_inline(*unchanged[0], **unchanged[1])
+        assert calls.pop() == unchanged
+    failing["light"] = True
+    extension.load_inline("f", "void f();", kernel, functions=["f"])
+    light, again = calls
+    assert light[1]["no_implicit_headers"] and again == (
+        ("f", "void f();", kernel),
+        {"functions": ["f"]},
+    )

@@ -789,10 +789,12 @@ def _light_cuda_builds() -> None:
 
     original = extension.load_inline
 
-    def load_inline(name: str, cpp_sources: Any, cuda_sources: Any = None, **options: Any) -> Any:
+    def load_inline(
+        name: str, cpp_sources: Any, cuda_sources: Any = None, *more: Any, **options: Any
+    ) -> Any:
         cuda = _as_list(cuda_sources)
-        if options.get("no_implicit_headers") or not _light_headers(cuda):
-            return original(name, cpp_sources, cuda_sources, **options)
+        if more or options.get("no_implicit_headers") or not _light_headers(cuda):
+            return original(name, cpp_sources, cuda_sources, *more, **options)
         cpp = ["#include <torch/extension.h>", *_as_list(cpp_sources)]
         light = {**options, "no_implicit_headers": True}
         try:
@@ -800,7 +802,7 @@ def _light_cuda_builds() -> None:
         except Exception:
             return original(name, cpp_sources, cuda_sources, **options)
 
-    extension.load_inline = load_inline  # type: ignore[assignment]
+    extension.load_inline = load_inline
 
 
 # What torch's own CUDA extension builds pass to nvcc.

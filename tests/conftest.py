@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import make_hermetic
+
 OPT_IN_MARKERS = {
     "gpu": "needs a CUDA GPU; run with MAXCODE_TEST_GPU=1",
     "slow": "slow; run with MAXCODE_TEST_SLOW=1",
@@ -27,19 +29,7 @@ def hermetic_home(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> Path:
     """Point all maxcode state at a temporary folder."""
-    home = tmp_path_factory.mktemp("maxcode-home")
-    monkeypatch.setenv("MAXCODE_HOME", str(home))
-    for name in list(os.environ):
-        if (
-            name.startswith("MAXCODE_")
-            and name != "MAXCODE_HOME"
-            and not name.startswith("MAXCODE_TEST_")
-        ):
-            monkeypatch.delenv(name)
-    # The same adaptive timing as a user's, with a smaller cap on its seconds: no test asserts
-    # a speedup that needs a narrow interval, and the suite has a budget.
-    monkeypatch.setenv("MAXCODE_TIMING_BUDGET_S", "0.5")
-    return home
+    return make_hermetic(monkeypatch, tmp_path_factory.mktemp("maxcode-home"))
 
 
 def requires_tool(name: str) -> pytest.MarkDecorator:

@@ -1,4 +1,5 @@
-"""Helpers shared by tests: writing small tasks and running the real ``maxcode`` command."""
+"""Helpers shared by tests: writing small tasks, a hermetic home, running the real ``maxcode``
+command."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples" / "cpp"
@@ -37,6 +40,24 @@ def write_task(
         (folder / "tests" / f"input.{index}.txt").write_text(given)
         (folder / "tests" / f"output.{index}.txt").write_text(expected)
     return folder
+
+
+def make_hermetic(monkeypatch: pytest.MonkeyPatch, home: Path) -> Path:
+    """Point all maxcode state at ``home`` and drop the user's other ``MAXCODE_*`` settings
+    (undone with ``monkeypatch``): what every test runs with, and what a module-scoped
+    fixture sets up for itself with ``pytest.MonkeyPatch.context()``."""
+    monkeypatch.setenv("MAXCODE_HOME", str(home))
+    for name in list(os.environ):
+        if (
+            name.startswith("MAXCODE_")
+            and name != "MAXCODE_HOME"
+            and not name.startswith("MAXCODE_TEST_")
+        ):
+            monkeypatch.delenv(name)
+    # The same adaptive timing as a user's, with a smaller cap on its seconds: no test asserts
+    # a speedup that needs a narrow interval, and the suite has a budget.
+    monkeypatch.setenv("MAXCODE_TIMING_BUDGET_S", "0.5")
+    return home
 
 
 def processes_with(fragment: str) -> list[str]:

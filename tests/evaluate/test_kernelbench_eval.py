@@ -16,9 +16,10 @@ import pytest
 from maxcode.evaluate import evaluate_task
 from maxcode.evaluate.integrity import void_findings
 from maxcode.evaluate.kernelbench.rounds import REPORTED_ROUNDS
+from maxcode.evaluate.kernelbench.schedule import Schedule
 from maxcode.tasks import load_task
 from maxcode.types import Feedback
-from tests.helpers import REPO, run_maxcode
+from tests.helpers import REPO, make_hermetic, run_maxcode
 
 pytest.importorskip("torch")
 
@@ -57,11 +58,19 @@ def model_new(forward: str, imports: str = "") -> str:
     )
 
 
-def test_an_honest_candidate_is_correct_and_timed_against_eager(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@dataclasses.dataclass
+class Judged:
+    """One evaluation and the timing schedules it made."""
+
+    feedback: Feedback
+    schedules: list[Schedule]
+
+
+@pytest.fixture(scope="module")
+def honest(tmp_path_factory: pytest.TempPathFactory) -> Judged:
+    """``honest.py`` judged once with the defaults (no profile), read by the tests that check
+    different parts of the same verdict: its timing, its roofline, its lack of profiles."""
     from maxcode.evaluate.kernelbench import evaluator
-    from maxcode.evaluate.kernelbench.schedule import Schedule
 
     schedules: list[Schedule] = []
 
@@ -70,8 +79,14 @@ def test_an_honest_candidate_is_correct_and_timed_against_eager(
             super().__init__(*args, **kwargs)
             schedules.append(self)
 
-    monkeypatch.setattr(evaluator, "Schedule", Recorded)
-    feedback = judge(CHEATS / "honest.py")
+    with pytest.MonkeyPatch.context() as patch:
+        make_hermetic(patch, tmp_path_factory.mktemp("maxcode-home"))
+        patch.setattr(evaluator, "Schedule", Recorded)
+        return Judged(judge(CHEATS / "honest.py"), schedules)
+
+
+def test_an_honest_candidate_is_correct_and_timed_against_eager(honest: Judged) -> None:
+    feedback, schedules = honest.feedback, honest.schedules
     assert feedback.correct and feedback.compiled, feedback.error
     assert feedback.tests_passed == feedback.tests_total == 3
     assert feedback.speedup > 0 and feedback.error is None
@@ -105,10 +120,16 @@ def test_an_honest_candidate_is_correct_and_timed_against_eager(
     assert all(seconds >= 0 for seconds in feedback.phases.values())
 
 
-def test_maxcode_eval_json_has_the_contract_fields_and_the_compile_baseline() -> None:
-    result = run_maxcode(
-        "eval", str(PROBLEM), str(CHEATS / "honest.py"), "--json", "--repeats", "10"
-    )
+def test_maxcode_eval_json_has_the_contract_fields_and_the_compile_baseline(
+    tmp_path: Path,
+) -> None:
+    # A forward that is one matrix product: torch.compile hands it to aten's own kernel and
+    # builds no C++ of its own, a fraction of the seconds a fused tanh and scale costs (an
+    # inductor kernel built in the sandbox: the rules proposer's KernelBench search test).
+    problem = write_problem(tmp_path, "return x @ x.T")
+    candidate = tmp_path / "candidate.py"
+    candidate.write_text(model_new("return torch.mm(x, x.t())"))
+    result = run_maxcode("eval", str(problem), str(candidate), "--json", "--repeats", "10")
     assert result.returncode == 0, result.stderr
     printed = json.loads(result.stdout)
     for key in (
@@ -282,8 +303,10 @@ worker._fix_layout()
 libc = ctypes.CDLL(None)
 libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
 mapped = ctypes.addressof(ctypes.c_char.from_buffer(mmap.mmap(-1, 1 << 20)))
+# A block larger than any free chunk start-up leaves: it comes from the heap's top, after the
+# pad (a small one could come from a freed chunk below it, as the start-up's allocations fell).
 print(os.environ["MAXCODE_LAYOUT"], len(os.environ.get("MAXCODE_LAYOUT_PAD", "")),
-      libc.malloc(64), mapped)
+      libc.malloc(1 << 20), mapped)
 """
 
 
@@ -305,6 +328,7 @@ def test_a_layout_draw_moves_the_stack_the_heap_and_the_mappings_and_repeats(
         environment = {
             "PATH": os.environ["PATH"],
             "MALLOC_MMAP_MAX_": "0",  # the workers' setting: the heap pad is on the heap
+            "PYTHONHASHSEED": "0",  # start-up's allocations the same in every probe
             "MAXCODE_LAYOUT": asked,
             "MAXCODE_LAYOUT_SEED": str(seed),
         }
@@ -437,7 +461,7 @@ def test_cuda_without_a_gpu_is_a_clear_error(tmp_path: Path) -> None:
     assert "no CUDA GPU" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_profiles_say_where_each_forward_spends_its_time() -> None:
+def test_profiles_say_where_each_forward_spends_its_time(honest: Judged) -> None:
     from maxcode.search.observation import describe_feedback
 
     feedback = judge(CHEATS / "honest.py", profile=True)
@@ -454,13 +478,15 @@ def test_profiles_say_where_each_forward_spends_its_time() -> None:
     assert "Profile of the reference's forward: aten::" in text
     assert "Profile of the candidate's forward: aten::" in text
     assert "time in aten::" in feedback.summary()
-    assert judge(CHEATS / "honest.py").profiles == {}
+    assert honest.feedback.profiles == {}  # the same candidate judged without profile=True
 
 
-def test_the_roofline_counts_the_references_work_and_the_candidates_share() -> None:
+def test_the_roofline_counts_the_references_work_and_the_candidates_share(
+    honest: Judged,
+) -> None:
     from maxcode.search.observation import describe_feedback
 
-    feedback = judge(CHEATS / "honest.py")
+    feedback = honest.feedback
     roofline = feedback.roofline
     assert feedback.correct and roofline is not None
     # x (64x128) @ weight (128x128); x, the weight and the output moved once, 4 bytes each.

@@ -70,13 +70,18 @@ def test_optimize_a_kernelbench_problem_with_an_llm(server: FakeLLMServer, tmp_p
     done = optimize(
         str(problem), "--model", "openai/gpt-4o-mini", "--base-url", server.url,
         "--method", "cuda-llm", "--observation", "feedback,trajectory,critique,best",
-        "--depth", "2", "--candidates", "2",
+        "--depth", "2", "--candidates", "2", "--repeats", "10",
         "--store", str(tmp_path / "runs.db"), "--output", str(best), "--json",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["status"] == "done"
     assert result["evaluations"] == 2  # the zeros cheat and the honest program, each once
+    with sqlite3.connect(tmp_path / "runs.db") as db:
+        stored = [json.loads(row[0]) for row in db.execute("SELECT feedback_json FROM evaluations")]
+    # The honest program's verdict is kept, timed with the calls --repeats asked for.
+    honest = [feedback for feedback in stored if feedback["correct"]]
+    assert honest and all(feedback["timings"]["candidate"]["trials"] == 10 for feedback in honest)
     assert result["best_speedup"] > 1.5
     assert best.read_text() == HONEST
     # Judged again with fresh seeds and inputs before it was reported.
@@ -105,7 +110,7 @@ def test_optimize_a_kernelbench_problem_with_an_llm(server: FakeLLMServer, tmp_p
 def test_optimize_a_bundled_problem_offline_with_the_rules_proposer(tmp_path: Path) -> None:
     done = optimize(
         str(REPO / "examples" / "kernelbench" / "4_Softmax.py"),
-        "--depth", "1", "--candidates", "1", "--repeats", "10",
+        "--depth", "1", "--candidates", "1", "--repeats", "10", "--no-profile",
         "--store", str(tmp_path / "runs.db"), "--json",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -132,46 +137,3 @@ def test_cuda_on_a_machine_without_a_gpu_fails_before_any_llm_call(
     assert done.returncode == 2
     assert "no CUDA GPU" in done.stderr and "Traceback" not in done.stderr
     assert server.seen == []
-
-
-BUNDLED_REWRITE = """import torch
-import torch.nn as nn
-
-
-class ModelNew(nn.Module):
-    def __init__(self, scale: float, bias: float):
-        super().__init__()
-        self.scale = scale
-        self.bias = bias
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate = torch.sigmoid(x * 1.702)
-        return torch.addcmul(torch.full_like(x, self.bias), x, gate, value=self.scale)
-"""
-
-
-def test_optimize_a_bundled_problem_with_an_llm(tmp_path: Path) -> None:
-    fake = FakeLLMServer()
-    fake.responder = lambda body: Step(
-        texts=["Diagnosis: fine.\nSuggestions:\n- none"]
-        if is_critic(body)
-        else [fenced(BUNDLED_REWRITE)]
-    )
-    try:
-        done = optimize(
-            str(REPO / "examples" / "kernelbench" / "1_ScaledGELU.py"),
-            "--model", "openai/gpt-4o-mini", "--base-url", fake.url,
-            "--depth", "1", "--candidates", "1", "--repeats", "10", "--no-profile",
-            "--store", str(tmp_path / "runs.db"), "--json",
-        )  # fmt: skip
-    finally:
-        fake.close()
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
-    assert result["status"] == "done" and result["evaluations"] == 1
-    with sqlite3.connect(tmp_path / "runs.db") as db:
-        (stored,) = db.execute("SELECT feedback_json FROM evaluations").fetchone()
-    feedback = json.loads(stored)
-    assert feedback["correct"] is True and feedback["timings"]["candidate"]["trials"] == 10
-    # Judged again at the end when it beat eager; otherwise the reference stands (1.0).
-    assert result["verified_speedup"] is not None and result["verified_speedup"] > 0

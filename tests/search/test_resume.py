@@ -47,11 +47,13 @@ _AS_FROM_A_TERMINAL = (
 
 
 def _command(task: Path, store: Path, url: str) -> list[str]:
+    """Three steps of two candidates: both tests stop the run in its first step or just
+    after it, so the resumed run has at least two steps of its own to do."""
     return [
         sys.executable, "-c", _AS_FROM_A_TERMINAL + "from maxcode.cli import run_cli; run_cli()",
         "optimize", str(task),
         "--model", "openai/gpt-4o-mini", "--base-url", url, "--method", "cuda-llm",
-        "--maxcode", "--depth", "4", "--candidates", "2", "--metric", "instructions",
+        "--maxcode", "--depth", "3", "--candidates", "2", "--metric", "instructions",
         "--store", str(store), "--json",
     ]  # fmt: skip
 

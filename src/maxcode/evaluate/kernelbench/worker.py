@@ -1087,9 +1087,10 @@ class _Timing:
             # The call's stream is timed on the device (its kernels and the host's gaps
             # between their launches). What the call left running elsewhere (side streams,
             # which events on this stream do not wait for) is timed on the host: once the end
-            # event has passed, the device is drained, and the wait counts. The drain of an
-            # idle device is a few microseconds; the end event recorded after a device-wide
-            # sync, as before, cost every call a host round trip (30-45 us on an H100).
+            # event has passed, the device is drained, and the wait counts. An end event
+            # recorded after a device-wide sync (as before) cost every call a host round trip:
+            # 34.8 against 25.1 us a call for a one-element add on an H100, the side-stream
+            # cheat counted in full either way (``benchmarks/gpu_floor.py``).
             end.synchronize()
             drained = _perf_counter()
             torch.cuda.synchronize(self.device)

@@ -55,6 +55,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from maxcode.errors import TaskError
+from maxcode.tasks import kernelbench_suite
+
 SEED = 42
 """KernelBench's ``set_seed(42)``, before inputs and again before init inputs."""
 L2_THRASH_INT64S = 32 * 1024 * 1024
@@ -85,22 +88,16 @@ class Problem:
 # Finding and loading problems
 
 
-def _problem_order(path: Path) -> tuple[int, str]:
-    number = re.match(r"(\d+)_", path.name)
-    return (int(number.group(1)) if number else sys.maxsize, path.name)
-
-
 def find_problems(folders: list[str], only: list[str], limit: int | None) -> list[Problem]:
     problems: list[Problem] = []
     for folder in folders:
         root = Path(folder)
         if not root.is_dir():
             raise InputError(f"{folder}: no such folder")
-        files = sorted(
-            (p for p in root.glob("*.py") if not p.name.startswith("_")), key=_problem_order
-        )
-        if not files:
-            raise InputError(f"{folder}: no problem files (*.py) in it")
+        try:
+            files = kernelbench_suite(root)
+        except TaskError:
+            raise InputError(f"{folder}: no problem files (<id>_<Name>.py) in it") from None
         level = root.resolve().name
         problems += [Problem(level, p) for p in files if not only or any(s in p.name for s in only)]
     if not problems:

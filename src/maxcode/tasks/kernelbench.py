@@ -80,10 +80,7 @@ def load_kernelbench_problem(path: Path, scale: float = 1.0) -> Task:
     missing = [name for name in REQUIRED_FUNCTIONS if name not in functions]
     if missing:
         raise TaskError(f"{path}: missing {', '.join(f'{name}()' for name in missing)}")
-    try:
-        scaling = scale_problem(source, scale) if scale != 1.0 else Scaling(scale, source)
-    except TaskError as error:
-        raise TaskError(f"{path}: {error}") from None
+    scaling = _scaling(source, scale, str(path))
     docstring = ast.get_docstring(classes["Model"]) or ""
     description = docstring.strip().splitlines()[0] if docstring.strip() else ""
     if scale != 1.0:
@@ -108,14 +105,18 @@ def load_kernelbench_problem(path: Path, scale: float = 1.0) -> Task:
     )
 
 
+def _scaling(source: str, scale: float, origin: str) -> Scaling:
+    """The problem's source at ``scale`` (unchanged at 1.0); a TaskError names ``origin``."""
+    try:
+        return scale_problem(source, scale) if scale != 1.0 else Scaling(scale, source)
+    except TaskError as error:
+        raise TaskError(f"{origin}: {error}") from None
+
+
 def rescaled(task: Task, scale: float) -> Task:
     """``task`` (a KernelBench problem) at other shapes: its original sizes times ``scale``, as
     ``--scale`` would make them. TaskError when that gives the task's own shapes."""
-    source = str(task.extra["source"])
-    try:
-        scaling = scale_problem(source, scale) if scale != 1.0 else Scaling(scale, source)
-    except TaskError as error:
-        raise TaskError(f"{task.origin}: {error}") from None
+    scaling = _scaling(str(task.extra["source"]), scale, task.origin)
     if scaling.source == task.reference:
         raise TaskError(
             f"{task.origin}: scale {scale:g} gives the problem's own shapes (choose another "

@@ -10,7 +10,7 @@ import pytest
 
 from maxcode.errors import TaskError
 from maxcode.evaluate import evaluate_task
-from maxcode.evaluate.integrity import category_of, consequence_of
+from maxcode.evaluate.integrity import category_of, consequence_of, void_findings
 from maxcode.tasks import load_task
 from maxcode.tasks.kernelbench import rescaled
 from tests.helpers import REPO, run_maxcode
@@ -30,10 +30,11 @@ def test_a_kernel_written_for_the_problems_shapes_alone_is_reported_as_such() ->
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    assert result["correct"] and result["speedup"] > 0, result["error"]
+    assert result["correct"], result["error"]
     shapes = [flag for flag in result["flags"] if category_of(flag) == "shapes"]
     assert len(shapes) == 1, result["flags"]
-    assert consequence_of(shapes[0]) == "warn"
+    assert consequence_of(shapes[0]) == "warn"  # the reward is not taken for it
+    assert shapes[0] not in void_findings(result["flags"])
     assert shapes[0].startswith(
         "shapes: correct at the problem's shapes, wrong at scale 0.5 "
         "(batch_size 256->128, dim 4096->2048): seed 0:"

@@ -182,7 +182,7 @@ def test_a_triton_kernel_is_timed_on_a_gpu(problem: str) -> None:
     assert feedback.correct and feedback.compiled, feedback.error
     assert feedback.backend == "triton" and feedback.device == "cuda"
     assert "interpreted" not in categories(feedback)
-    assert feedback.speedup > 0 and feedback.timings["candidate"].trials > 0
+    assert feedback.timings["candidate"].trials > 0  # timed, not interpreted
     assert feedback.speedup_interval is not None
     print(
         f"triton {problem}: eager {feedback.timings['reference'].median_s * 1e3:.4f} ms, "

@@ -16,7 +16,7 @@ outside the timed window, the timed calls per side, and the speedups seen with t
 95% interval. ``--compile-baseline`` also times ``torch.compile`` of the reference.
 
     python benchmarks/kernelbench_eval.py [PROBLEM.py ...] [--device cpu|cuda] [--trials 3]
-        [--candidate identical|fixture] [--compile-baseline]
+        [--candidate identical|fixture] [--compile-baseline] [--scale 0.1]
 
 Run it on an idle machine: the figures are the harness's cost, and other work inflates them.
 """
@@ -58,12 +58,15 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--candidate", choices=["identical", "fixture"], default="identical")
     parser.add_argument("--compile-baseline", action="store_true")
+    parser.add_argument(
+        "--scale", type=float, default=1.0, help="sizes scaled as maxcode eval --scale does"
+    )
     options = parser.parse_args()
     problems = options.problems or kernelbench_suite(REPO / "examples" / "kernelbench")
     header = f"{'problem':<18} {'eval s':>6} " + " ".join(f"{p[:8]:>8}" for p in SHOWN)
     print(header + f" {'outside':>7} {'calls':>5} {'speedups':>13} {'widest CI':>15}")
     for problem in problems:
-        task = load_task(str(problem))
+        task = load_task(str(problem), scale=options.scale)
         source = candidate_source(problem, options.candidate, options.device)
 
         evaluate(task, source, options)  # builds, caches, the roofline: once per task

@@ -10,7 +10,10 @@ import struct
 import threading
 import time
 
+import pytest
+
 from maxcode.evaluate.kernelbench.channel import Conversation
+from maxcode.evaluate.kernelbench.outputs import Comparison
 from maxcode.evaluate.kernelbench.schedule import (
     CANDIDATE,
     REFERENCE,
@@ -29,11 +32,12 @@ def _worker(
     late: set[tuple[str, int]],
     header: dict[str, object] | None = None,
     answers: list[object] | None = None,
+    wrong: tuple[int, int] | None = None,
 ) -> None:
     """A worker that times nothing: every call reports 1 us and outputs one float32, all sent
     (timed calls). With ``header``, its first chunk's outputs are sent with that header and no
     bytes, and it records every answer it gets after that in ``answers``, up to the end of the
-    stream."""
+    stream. ``wrong``: the (chunk, call) whose output is 2.0."""
     with socket.socket(fileno=os.dup(fd)) as channel:
         stream = channel.makefile("rb")
 
@@ -64,7 +68,11 @@ def _worker(
                 items = [{"position": position, "tensors": [tensor]} for position in sent]
                 send(
                     {"m": "outputs", "phase": phase, "chunk": chunk, "items": items},
-                    b"" if header else b"".join(struct.pack("f", 1.0) for _ in sent),
+                    b""
+                    if header
+                    else b"".join(
+                        struct.pack("f", 2.0 if (chunk, call) == wrong else 1.0) for call in sent
+                    ),
                 )
                 if header and sent:
                     assert answers is not None
@@ -130,3 +138,49 @@ def test_an_error_of_any_kind_in_a_worker_s_message_ends_its_conversation_at_onc
     assert len(answers) == 1 and isinstance(answers[0], dict) and "refused" in answers[0]
     # The other side is not held up by the broken one.
     assert reference.problem is None and not workers[0].is_alive()
+
+
+def test_kept_outputs_are_compared_between_chunks_and_land_in_the_same_memory() -> None:
+    # Held to the judgement, each kept output landed in memory of its own: the scaled
+    # level1/21_Sigmoid (64 MB outputs) spent 130-220 ms per chunk touching it, and the parent
+    # held 1.3 GB. Compared as soon as both sides' are in, one landing per side serves all.
+    torch = pytest.importorskip("torch")
+    schedule = Schedule(TimedPlan(), Stopping(trials=8))
+    schedule.kept.compare_with(Comparison(torch))
+    reference = Conversation(schedule, REFERENCE, [1, 2, 3], ("K", "O"))
+    candidate = Conversation(schedule, CANDIDATE, [1, 2, 3], ("K",))
+    compared_before: list[int] = []
+    original = schedule.kept.settle
+
+    def settle() -> None:  # what was compared by the time each settlement ran
+        original()
+        compared_before.append(len(schedule.kept.problems))
+
+    schedule.kept.settle = settle  # type: ignore[method-assign]
+    workers = [
+        threading.Thread(target=_worker, args=(reference.worker_fd, ("K", "O"), set())),
+        threading.Thread(
+            target=_worker,
+            args=(candidate.worker_fd, ("K",), set()),
+            kwargs={"wrong": (5, 0)},
+        ),
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=30)
+    reference.close()
+    candidate.close()
+    assert reference.problem is None and candidate.problem is None
+    assert schedule.plan.chunks == [1] * 8 and schedule.plan.positions() == list(range(8))
+    # Pair n is compared when the reference asks for chunk n + 1 (its last request included),
+    # with nothing held after it.
+    assert compared_before == list(range(9))
+    assert schedule.kept.held(True) == 0 and schedule.kept.held(False) == 0
+    problems = schedule.kept.problems
+    assert [position for position, problem in problems.items() if problem] == [5]
+    assert "outside tolerance" in str(problems[5])
+    for side in (reference, candidate):
+        chunks = [chunk for (phase, _), chunk in side.chunks.items() if phase == "K"]
+        landed = {chunk.landing.untyped_storage().data_ptr() for chunk in chunks}
+        assert len(chunks) == 8 and len(landed) == 1, landed

@@ -167,6 +167,7 @@ def test_maxcode_eval_json_has_the_contract_fields_and_the_compile_baseline(
         ("input_view.py", "shares memory with an input", "aliasing:"),
         ("zeros.py", "values outside tolerance", None),
         ("patch_allclose.py", "values outside tolerance", None),
+        ("wrong_when_timed.py", "timed call", "caching:"),
     ],
 )
 def test_cheating_candidates_are_scored_wrong(

@@ -102,8 +102,6 @@ class Conversation:
                     pass
         self.ready_at: int | None = None
         self.chunks: dict[tuple[str, int], Chunk] = {}
-        self.outputs: dict[int, list[Any]] = {}
-        """Kept outputs of the timed calls (phase K), by position."""
         self.problem: str | None = None
         """Why the conversation was ended (None: it followed the protocol)."""
         self.ended_at: int | None = None
@@ -121,6 +119,8 @@ class Conversation:
         self._done: list[str] = []
         self._current: tuple[str, int, str] | None = None
         self._scratch: Any = None
+        self._landing_memory: Any = None
+        """The memory the kept outputs land in, chunk after chunk (``_landing``)."""
         self._waiting_ns: dict[str, int | None] = {}
         """The worker's CPU time while it waited for its turns, per phase (``waiting_cpu``)."""
         self._thread = threading.Thread(target=self._serve, daemon=True)
@@ -355,6 +355,9 @@ class Conversation:
         if message.phase == "K" and message.chunk == 0:
             self._others()
         calls = self.schedule.grant(self.side, message.phase, message.chunk)
+        if message.phase == "K" and self.side == REFERENCE:
+            # Both workers wait now: the pair before is compared and its outputs let go.
+            self.schedule.kept.settle()
         self.waited_ns += time.perf_counter_ns() - asked
         self._waited_cpu(message.phase, asked_cpu)
         if not calls:
@@ -395,13 +398,15 @@ class Conversation:
             self._waiting_ns[phase] = total + granted - asked
 
     def _landing(self, phase: str, chunk: int, calls: int) -> Any:
-        """Memory for the outputs the chunk will send, written once before its seeds are sent.
+        """Memory for the outputs the chunk will send, touched before its seeds are sent.
 
-        The parent keeps the outputs it checks, so each lands in memory it never touched, and
-        touching fresh memory is slow and uneven on a virtual machine: 64 MB of outputs took
-        52 ms to receive, then 320 ms once the system's recently freed pages ran out, on both
-        sides, a noise ten times the calls' own time inside the chunk's span. Touched here,
-        before the span opens (the worker waits for its seeds), it costs the span nothing."""
+        Outputs land in memory, and touching fresh memory is slow and uneven on a virtual
+        machine: 64 MB of outputs took 52 ms to receive, then 320 ms once the system's
+        recently freed pages ran out, on both sides, a noise ten times the calls' own time
+        inside the chunk's span. Touched here, before the span opens (the worker waits for its
+        seeds), it costs the span nothing; and the same memory serves the next chunk once its
+        kept outputs were compared (``outputs.TimedOutputs``), so it is touched once per
+        evaluation, not once per chunk."""
         import torch
 
         if phase != "K" or self.plan.output_bytes <= 0:
@@ -410,7 +415,14 @@ class Conversation:
             # Where the outputs that are not kept are read to, and dropped.
             self._scratch = torch.zeros(self.plan.output_bytes, dtype=torch.uint8)
         size = self.plan.kept_calls(chunk, calls) * self.plan.output_bytes
-        return torch.zeros(size, dtype=torch.uint8) if size > 0 else None
+        if size <= 0:
+            return None
+        memory = self._landing_memory
+        reference = self.side == REFERENCE
+        if memory is None or memory.numel() < size or self.schedule.kept.held(reference):
+            # Outputs still held (not compared yet) live in the old memory: it stays theirs.
+            memory = self._landing_memory = torch.zeros(size, dtype=torch.uint8)
+        return memory[:size]
 
     def _outputs(self, message: Outputs, chunk: Chunk, stream: Any) -> None:
         """Every timed call's outputs, in order (none in the other phases): the kept ones land
@@ -455,7 +467,7 @@ class Conversation:
                 if keep:
                     values.append(flat.view(dtype).reshape(header.shape))
             if keep:
-                self.outputs[first + item.position] = values
+                self.schedule.kept.hold(self.side == REFERENCE, first + item.position, values)
 
 
 def _read_into(stream: Any, target: memoryview) -> int:

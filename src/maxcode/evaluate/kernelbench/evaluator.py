@@ -52,6 +52,7 @@ from maxcode.evaluate.kernelbench import roofline, rounds
 from maxcode.evaluate.kernelbench.backends import check_backend
 from maxcode.evaluate.kernelbench.channel import Conversation
 from maxcode.evaluate.kernelbench.judge import Judge
+from maxcode.evaluate.kernelbench.outputs import Comparison
 from maxcode.evaluate.kernelbench.runner import (
     Job,
     Side,
@@ -274,6 +275,7 @@ def _one_round(
             try:
                 if torch is None:  # imported while the workers start up, before any timing
                     import torch
+                schedule.kept.compare_with(Comparison(torch, settings.tolerance))
             finally:
                 schedule.open()
             reference, judged = running_reference.result(), running_candidate.result()

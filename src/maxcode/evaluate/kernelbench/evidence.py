@@ -102,7 +102,12 @@ def read_tensors(path: Path) -> dict[str, list[list[Any]]] | str:
 
     try:
         # weights_only: plain tensors and containers only, whatever the file claims to hold.
-        loaded = torch.load(path, map_location="cpu", weights_only=True)
+        # mmap: the tensors are the file's pages, which the worker has just written and the
+        # page cache holds; read into fresh memory instead, a worker's 600 MB of checked
+        # outputs (the scaled level1/21_Sigmoid) took 1-3 s on this project's VM, where
+        # memory not touched lately is slow to fault in. The worker's processes are gone
+        # (its sandbox ended with it), so nothing writes the file while the tensors are read.
+        loaded = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as error:
         return f"unreadable outputs ({first_line(error)})"
     if not isinstance(loaded, dict):

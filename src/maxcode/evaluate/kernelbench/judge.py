@@ -32,6 +32,7 @@ from maxcode.evaluate.build import bounded_diagnostics
 from maxcode.evaluate.integrity import Verdict, isolation_flags
 from maxcode.evaluate.kernelbench.backends import UNTIMED, launch_findings
 from maxcode.evaluate.kernelbench.channel import OUTSIDE_PARTS
+from maxcode.evaluate.kernelbench.outputs import MISSING, Comparison
 from maxcode.evaluate.kernelbench.roofline import cap_at_light, roofline
 from maxcode.evaluate.kernelbench.runner import Side, last_line, limit_message
 from maxcode.evaluate.kernelbench.schedule import (
@@ -42,7 +43,6 @@ from maxcode.evaluate.kernelbench.schedule import (
 )
 from maxcode.evaluate.kernelbench.settings import (
     CHECK_SEEDS,
-    DEFAULT_TOLERANCE,
     OUTSIDE_BIAS,
     PROCESS_BIAS,
     KernelBenchSettings,
@@ -220,17 +220,18 @@ class Judge:
         return failed("runtime_error", f"the candidate's process died ({signal_part}) {why}")
 
     def _timed_outputs(self, reference: Side, candidate: Side) -> str | None:
-        """The kept outputs of the timed calls against the reference's (a problem or None)."""
+        """The kept outputs of the timed calls against the reference's (a problem or None);
+        most were compared while the window was open (``outputs.TimedOutputs``)."""
         assert reference.conversation is not None and candidate.conversation is not None
         if not candidate.conversation.complete("K"):
             self.verdict.flag("evidence", "the candidate's timed calls did not all run")
             return "the outputs of the timed calls are missing"
-        want, have = reference.conversation.outputs, candidate.conversation.outputs
-        for position in self.plan.positions():
-            if position not in want or position not in have:
+        kept = candidate.conversation.schedule.kept
+        kept.compare_with(Comparison(self.torch, self.settings.tolerance))
+        for position, problem in kept.verdicts(self.plan.positions()):
+            if problem == MISSING:
                 self.verdict.flag("evidence", f"no output of timed call {position + 1}")
                 return "the outputs of the timed calls are missing"
-            problem = self._compare(want[position], have[position])
             if problem is not None:
                 self.verdict.flag(
                     "caching",
@@ -519,46 +520,7 @@ class Judge:
             )
 
     def _compare(self, expected: list[Any], got: list[Any]) -> str | None:
-        if len(got) != len(expected):
-            return f"{len(got)} outputs, expected {len(expected)}"
-        for position, (want, have) in enumerate(zip(expected, got)):
-            problem = self._compare_one(want, have)
-            if problem is not None:
-                where = f"output {position}: " if len(expected) > 1 else ""
-                return where + problem
-        return None
-
-    def _compare_one(self, want: Any, have: Any) -> str | None:
-        torch = self.torch
-        if type(have) is not torch.Tensor:
-            return f"a {type(have).__name__}, not a torch.Tensor"
-        if have.dtype != want.dtype:
-            return f"dtype {str(have.dtype).removeprefix('torch.')}, expected " + str(
-                want.dtype
-            ).removeprefix("torch.")
-        if have.shape != want.shape:
-            return f"shape {tuple(have.shape)}, expected {tuple(want.shape)}"
-        if torch.equal(have, want):
-            return None
-        if not want.is_floating_point():
-            mismatched = int((have != want).sum())
-            return f"{mismatched} of {want.numel()} values differ (exact match needed)"
-        tolerance = self._tolerance(want.dtype)
-        if _close(torch, have, want, tolerance):
-            return None
-        difference = (have.double() - want.double()).abs()
-        bound = tolerance + tolerance * want.double().abs()
-        bad = ~(difference <= bound) & ~(have.isnan() & want.isnan())
-        worst = float(difference.nan_to_num(float("inf")).max())
-        return (
-            f"{int(bad.sum())} of {want.numel()} values outside tolerance {tolerance:g} "
-            f"(max abs diff {worst:.3g})"
-        )
-
-    def _tolerance(self, dtype: Any) -> float:
-        if self.settings.tolerance is not None:
-            return self.settings.tolerance
-        return DEFAULT_TOLERANCE.get(str(dtype).removeprefix("torch."), 1e-2)
+        return Comparison(self.torch, self.settings.tolerance).outputs(expected, got)
 
     def _inputs_changed(self, expected: list[Any], got: list[Any]) -> str | None:
         """The candidate's inputs after the call against the reference's (each side saves
@@ -584,53 +546,29 @@ class Judge:
 
     def _screen(self, tensors: dict[str, Any]) -> list[str]:
         """Findings about the task itself, from the reference's outputs."""
-        torch = self.torch
+        comparison = Comparison(self.torch, self.settings.tolerance)
         found = []
         outputs = [values for values in tensors["check"]]
         floating = [
             values for values in outputs if all(value.is_floating_point() for value in values)
         ]
         if floating:
-
-            def passes(make: Any) -> bool:
-                return all(
-                    self._compare(values, [make(value) for value in values]) is None
-                    for values in floating
-                )
-
-            if passes(torch.zeros_like):
+            if all(comparison.near_constant(values, lambda _: 0.0) for values in floating):
                 found.append("an all-zeros output passes the tolerance")
-            elif passes(lambda value: torch.full_like(value, float(value.double().mean()))):
+            elif all(
+                comparison.near_constant(values, lambda value: value.double().mean())
+                for values in floating
+            ):
                 found.append("a constant output passes the tolerance")
-        if len(outputs) > 1 and all(self._compare(outputs[0], other) is None for other in outputs):
+        if len(outputs) > 1 and all(comparison.agrees(outputs[0], other) for other in outputs):
             found.append("the output is the same for every input")
         for first, again in zip(tensors["check"], tensors["again"]):
-            if self._compare(first, again) is not None:
+            if not comparison.agrees(first, again):
                 found.append("the reference disagrees with itself when run twice")
                 break
         if any(tensors["after"]):  # a seed's inputs saved after the call: the call changed them
             found.append("the reference changes its inputs in place")
         return found
-
-
-_SLICE = 1 << 16
-"""Elements compared at a time: a comparison's temporaries stay small enough for the
-allocator to reuse (whole-tensor temporaries of a large output cost page faults each time)."""
-
-
-def _close(torch: Any, have: Any, want: Any, tolerance: float) -> bool:
-    """``allclose`` (NaN equal to NaN), slice by slice."""
-    have, want = have.reshape(-1), want.reshape(-1)
-    return all(
-        torch.allclose(
-            have[start : start + _SLICE],
-            want[start : start + _SLICE],
-            atol=tolerance,
-            rtol=tolerance,
-            equal_nan=True,
-        )
-        for start in range(0, want.numel(), _SLICE)
-    )
 
 
 def _too_fast(claimed: float, host: float, calls: int, noise: float) -> bool:

@@ -41,6 +41,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from maxcode.evaluate.kernelbench.outputs import TimedOutputs
 from maxcode.evaluate.kernelbench.settings import (
     CHUNK,
     CHUNK_BYTES,
@@ -350,6 +351,8 @@ class Schedule:
         """Time each side spent waiting for its turn (blocked on its socket)."""
         self.order: list[tuple[str, str, int]] = []
         """Every chunk granted, in order: (side, phase, chunk)."""
+        self.kept = TimedOutputs()
+        """The kept outputs of the timed calls of both sides, compared between chunks."""
 
     def grant(self, side: str, phase: str, chunk: int) -> int:
         asked = time.perf_counter_ns()

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from maxcode.evaluate.kernelbench.channel import Conversation
+from maxcode.evaluate.kernelbench.channel import Conversation, WarmMemory
 from maxcode.evaluate.kernelbench.outputs import Comparison
 from maxcode.evaluate.kernelbench.schedule import (
     CANDIDATE,
@@ -33,11 +33,13 @@ def _worker(
     header: dict[str, object] | None = None,
     answers: list[object] | None = None,
     wrong: tuple[int, int] | None = None,
+    checked: tuple[list[dict[str, object]], bytes] | None = None,
 ) -> None:
     """A worker that times nothing: every call reports 1 us and outputs one float32, all sent
     (timed calls). With ``header``, its first chunk's outputs are sent with that header and no
     bytes, and it records every answer it gets after that in ``answers``, up to the end of the
-    stream. ``wrong``: the (chunk, call) whose output is 2.0."""
+    stream. ``wrong``: the (chunk, call) whose output is 2.0. ``checked``: the items and bytes
+    of the checked tensors, sent last."""
     with socket.socket(fileno=os.dup(fd)) as channel:
         stream = channel.makefile("rb")
 
@@ -79,6 +81,8 @@ def _worker(
                     answers.extend(json.loads(line) for line in iter(stream.readline, b""))
                     return
                 chunk += 1
+        if checked is not None:
+            send({"m": "checked", "items": checked[0]}, checked[1])
 
 
 def test_the_harness_cost_is_the_least_identity_chunk_not_one_the_parent_stamped_late() -> None:
@@ -184,3 +188,65 @@ def test_kept_outputs_are_compared_between_chunks_and_land_in_the_same_memory() 
         chunks = [chunk for (phase, _), chunk in side.chunks.items() if phase == "K"]
         landed = {chunk.landing.untyped_storage().data_ptr() for chunk in chunks}
         assert len(chunks) == 8 and len(landed) == 1, landed
+
+
+def _checked(values: dict[tuple[str, int], float]) -> tuple[list[dict[str, object]], bytes]:
+    """Checked tensors of one float32 each, for the (key, seed)s given."""
+    header = {"dtype": "float32", "shape": [1], "nbytes": 4}
+    items = [{"key": key, "seed": seed, "tensors": [header]} for key, seed in values]
+    return items, b"".join(struct.pack("f", value) for value in values.values())
+
+
+def _run_checked(
+    checked: tuple[list[dict[str, object]], bytes],
+) -> tuple[Conversation, Conversation]:
+    schedule = Schedule(TimedPlan(), Stopping(trials=4))
+    reference = Conversation(schedule, REFERENCE, [1, 2, 3], ("K", "O"))
+    candidate = Conversation(schedule, CANDIDATE, [1, 2, 3], ("K",))
+    workers = [
+        threading.Thread(target=_worker, args=(reference.worker_fd, ("K", "O"), set())),
+        threading.Thread(
+            target=_worker, args=(candidate.worker_fd, ("K",), set()), kwargs={"checked": checked}
+        ),
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=30)
+    reference.close()
+    candidate.close()
+    return reference, candidate
+
+
+def test_checked_tensors_come_once_one_of_each_key_and_seed() -> None:
+    # They went through a file (tensors.pt) until 2026-11-26: written, then read back into
+    # fresh memory, 3-4 s a round for 600 MB a side on this project's VM.
+    pytest.importorskip("torch")
+    keys = [(key, seed) for key in ("check", "again", "after") for seed in range(3)]
+    whole = {key: float(number) for number, key in enumerate(keys)}
+    _, candidate = _run_checked(_checked(whole))
+    assert candidate.problem is None and candidate.checked is not None
+    assert [float(seed[0][0]) for seed in candidate.checked["again"]] == [3, 4, 5]
+    candidate.release()
+    assert candidate.checked is None
+    missing = dict(list(whole.items())[:-1])
+    _, candidate = _run_checked(_checked(missing))
+    assert candidate.problem is not None and "one of each key and seed" in candidate.problem
+    assert candidate.checked is None
+    items, payload = _checked(whole)
+    items[0]["tensors"] = [{"dtype": "float32", "shape": [1 << 20], "nbytes": 4 << 20}]
+    _, candidate = _run_checked((items, payload))
+    assert candidate.problem is not None and "more checked bytes" in candidate.problem
+
+
+def test_warm_memory_hands_out_what_was_given_back_smallest_first() -> None:
+    pytest.importorskip("torch")
+    memory = WarmMemory()
+    big, small = memory.take(4096), memory.take(1024)
+    assert big.numel() == 4096 and int(big.sum()) == 0  # fresh memory is touched (zeros)
+    memory.give(big)
+    memory.give(small)
+    again = memory.take(1000)
+    assert again.data_ptr() == small.data_ptr()
+    assert memory.take(2000).data_ptr() == big.data_ptr()
+    assert memory.take(10).data_ptr() not in (big.data_ptr(), small.data_ptr())

@@ -367,14 +367,15 @@ def test_a_cuda_source_that_needs_a_header_torch_brought_in_is_built_with_torch_
     assert any("(maxcode_test_std_vector)" in flag for flag in feedback.flags), feedback.flags
 
 
-def test_checked_outputs_larger_than_a_worker_may_write_are_named_plainly(
+def test_checked_outputs_larger_than_a_worker_may_send_are_named_plainly(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """At KernelBench's full size, level1/19_ReLU's checked outputs (6.4 GB each, three seeds
-    twice) were more than the workers' file limit, and torch's error named a zip position."""
-    from maxcode.evaluate.kernelbench import runner
+    twice) were more than the workers' file limit, and torch's error named a zip position.
+    They are sent on descriptor 3 now, under a bound of their own."""
+    from maxcode.evaluate.kernelbench import channel
 
-    monkeypatch.setattr(runner, "_RESULT_BYTES", 1 << 20)
+    monkeypatch.setattr(channel, "CHECKED_BYTES", 1 << 20)
     task = load_task(str(EXAMPLES / "1_ScaledGELU.py"))
     # A candidate in plain PyTorch (nothing to build): the reference is what fails.
     source = (FIXTURES / "shapes" / "fixed_size.py").read_text()
@@ -382,7 +383,7 @@ def test_checked_outputs_larger_than_a_worker_may_write_are_named_plainly(
         evaluate_task(task, source)
     message = str(raised.value)
     assert "the reference does not run: the checked calls' outputs take 25.2 MB" in message
-    assert "more than the 1.0 MB a worker may write" in message and "--scale" in message
+    assert "more than the 1.0 MB a worker may send" in message and "--scale" in message
 
 
 def test_load_inline_is_given_light_headers_only_where_they_can_do(

@@ -31,6 +31,8 @@ from maxcode.evaluate.kernelbench.cpuclock import (
     process_cpu_ns,
 )
 from maxcode.evaluate.kernelbench.evidence import (
+    AnyMessage,
+    Checked,
     End,
     Marker,
     Next,
@@ -40,10 +42,50 @@ from maxcode.evaluate.kernelbench.evidence import (
     parse_message,
 )
 from maxcode.evaluate.kernelbench.schedule import REFERENCE, Schedule, TimedPlan
+from maxcode.evaluate.kernelbench.settings import CHECK_SEEDS
 
 _LINE_BYTES = 1 << 20
 _JOIN_S = 10.0
 _SOCKET_BYTES = 4 << 20
+
+
+CHECKED_BYTES = 4 << 30
+"""The most bytes of checked tensors a worker may send (told to it in its spec, which says
+plainly when a problem's are more)."""
+
+
+class WarmMemory:
+    """Byte buffers the parent reads outputs into, kept for the next evaluation of this
+    process (a search runs many): memory the parent had not touched lately was slow to fault
+    in on this project's VM, whose free pages go back to the host (600 MB of checked outputs
+    per side of the scaled ``level1/21_Sigmoid`` took seconds a round). At most
+    ``KEEP_BYTES`` wait; a buffer is given back only when nothing reads it any more."""
+
+    KEEP_BYTES = 2 << 30
+
+    def __init__(self) -> None:
+        self._free: list[Any] = []
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> Any:
+        """A buffer of at least ``size`` bytes, touched: a kept one, or fresh zeros."""
+        import torch
+
+        with self._lock:
+            fits = [n for n, buffer in enumerate(self._free) if buffer.numel() >= size]
+            if fits:
+                # By position: ``list.remove`` would compare tensors with ``==``.
+                return self._free.pop(min(fits, key=lambda n: self._free[n].numel()))
+        return torch.zeros(size, dtype=torch.uint8)
+
+    def give(self, buffer: Any) -> None:
+        with self._lock:
+            self._free.append(buffer)
+            while sum(kept.numel() for kept in self._free) > self.KEEP_BYTES:
+                self._free.pop(0)
+
+
+WARM = WarmMemory()
 
 
 OUTSIDE_PARTS = ("making the inputs", "sending the outputs")
@@ -121,6 +163,11 @@ class Conversation:
         self._scratch: Any = None
         self._landing_memory: Any = None
         """The memory the kept outputs land in, chunk after chunk (``_landing``)."""
+        self._taken: list[Any] = []
+        """Buffers of ``WARM`` this conversation reads into (``release`` gives them back)."""
+        self.checked: dict[str, list[list[Any]]] | None = None
+        """The checked calls' tensors (``Checked``), once the worker sent them: per key, one
+        list of tensors per check seed."""
         self._waiting_ns: dict[str, int | None] = {}
         """The worker's CPU time while it waited for its turns, per phase (``waiting_cpu``)."""
         self._thread = threading.Thread(target=self._serve, daemon=True)
@@ -153,6 +200,19 @@ class Conversation:
             self._ours.shutdown(socket.SHUT_RDWR)
             self._thread.join(timeout=_JOIN_S)
         self._ours.close()
+
+    def release(self) -> None:
+        """After the judgement: the buffers go back to ``WARM`` (nothing may read the
+        conversation's tensors after this)."""
+        self.checked = None
+        self._scratch = self._landing_memory = None
+        while self._taken:
+            WARM.give(self._taken.pop())
+
+    def _take(self, size: int) -> Any:
+        buffer = WARM.take(size)
+        self._taken.append(buffer)
+        return buffer
 
     def complete(self, phase: str) -> bool:
         """``phase`` ran to its end and every chunk was stamped from seeds to outputs."""
@@ -291,7 +351,7 @@ class Conversation:
     def _send(self, message: dict[str, Any]) -> None:
         self._ours.sendall((json.dumps(message) + "\n").encode())
 
-    def _handle(self, message: Ready | Next | Marker | End | Outputs, stream: Any) -> None:
+    def _handle(self, message: AnyMessage, stream: Any) -> None:
         now = time.perf_counter_ns()
         if isinstance(message, Ready):
             if self.ready_at is not None:
@@ -312,6 +372,13 @@ class Conversation:
             raise ValueError(f"{message.m!r} before ready")
         if isinstance(message, Next):
             self._next(message, now)
+            return
+        if isinstance(message, Checked):
+            if self.checked is not None:
+                raise ValueError("the checked tensors twice")
+            if self._current is not None and self._current[2] != "next":
+                raise ValueError("the checked tensors in the middle of a chunk")
+            self._checked(message, stream)
             return
         if self._current is None or self._current[:2] != (message.phase, message.chunk):
             raise ValueError(f"{message.m!r} for a chunk that was not asked for")
@@ -407,13 +474,11 @@ class Conversation:
         seeds), it costs the span nothing; and the same memory serves the next chunk once its
         kept outputs were compared (``outputs.TimedOutputs``), so it is touched once per
         evaluation, not once per chunk."""
-        import torch
-
         if phase != "K" or self.plan.output_bytes <= 0:
             return None
         if self._scratch is None or self._scratch.numel() < self.plan.output_bytes:
             # Where the outputs that are not kept are read to, and dropped.
-            self._scratch = torch.zeros(self.plan.output_bytes, dtype=torch.uint8)
+            self._scratch = self._take(self.plan.output_bytes)
         size = self.plan.kept_calls(chunk, calls) * self.plan.output_bytes
         if size <= 0:
             return None
@@ -421,8 +486,49 @@ class Conversation:
         reference = self.side == REFERENCE
         if memory is None or memory.numel() < size or self.schedule.kept.held(reference):
             # Outputs still held (not compared yet) live in the old memory: it stays theirs.
-            memory = self._landing_memory = torch.zeros(size, dtype=torch.uint8)
+            memory = self._landing_memory = self._take(size)
         return memory[:size]
+
+    def _checked(self, message: Checked, stream: Any) -> None:
+        """The checked calls' tensors, every key of every check seed once, read into one
+        buffer. At most ``CHECKED_BYTES``, and once the reference told its sizes, at most
+        twice what its calls' outputs and inputs take."""
+        import torch
+
+        keys = {(item.key, item.seed) for item in message.items}
+        if len(keys) != len(message.items) or len(keys) != 3 * CHECK_SEEDS:
+            raise ValueError("checked tensors that are not one of each key and seed")
+        total = sum(header.nbytes for item in message.items for header in item.tensors)
+        budget = CHECKED_BYTES
+        if self.plan.output_bytes > 0:
+            call = 2 * self.plan.output_bytes + self.plan.input_bytes
+            budget = min(budget, 2 * CHECK_SEEDS * call + (1 << 20))
+        if total > budget:
+            raise ValueError("more checked bytes than the reference's outputs take")
+        # Room for each tensor's alignment too (``_take`` again if a worker's padding differs).
+        memory = self._take(total + 16 * len(message.items) * 8 + 1)
+        checked: dict[str, list[list[Any]]] = {
+            key: [[] for _ in range(CHECK_SEEDS)] for key in ("check", "again", "after")
+        }
+        offset = 0
+        for item in message.items:
+            for header in item.tensors:
+                dtype = getattr(torch, header.dtype, None)
+                if not isinstance(dtype, torch.dtype):
+                    raise ValueError(f"a tensor of unknown dtype {header.dtype!r}")
+                if math.prod(header.shape) * dtype.itemsize != header.nbytes:
+                    raise ValueError("a tensor whose byte count does not match its shape")
+                # Each tensor on its own dtype's alignment within the buffer.
+                offset += -offset % dtype.itemsize
+                if offset + header.nbytes > memory.numel():
+                    memory = self._take(header.nbytes)
+                    offset = 0
+                flat = memory[offset : offset + header.nbytes]
+                if header.nbytes and _read_into(stream, flat.numpy().data) != header.nbytes:
+                    raise ValueError("a checked tensor cut short")
+                offset += header.nbytes
+                checked[item.key][item.seed].append(flat.view(dtype).reshape(header.shape))
+        self.checked = checked
 
     def _outputs(self, message: Outputs, chunk: Chunk, stream: Any) -> None:
         """Every timed call's outputs, in order (none in the other phases): the kept ones land

@@ -223,6 +223,7 @@ def _one_round(
     written = Job.write(task, candidate)
     job = written.folder
     plan = TimedPlan()
+    conversations: list[Conversation] = []
     try:
         common = written.spec(task, settings)
         runner = WorkerRunner(sandbox, task, settings, job, paths, cpu, written.seeds.layout)
@@ -253,13 +254,17 @@ def _one_round(
         # The candidate's build folder is held before either worker starts (a build of it
         # still running elsewhere finishes first, on no one's clock). The reference builds
         # nothing: its runs of one task go side by side.
+        conversations += [
+            Conversation(schedule, REFERENCE, check_seeds, phases),
+            Conversation(schedule, CANDIDATE, check_seeds, ("K",)),
+        ]
         with sole_user(cache), ThreadPoolExecutor(2, thread_name_prefix="maxcode-kb") as pool:
             running_reference = pool.submit(
                 runner.run,
                 "reference",
                 reference_spec,
                 cache_folder("ref", task.reference),
-                conversation=Conversation(schedule, REFERENCE, check_seeds, phases),
+                conversation=conversations[0],
                 wall_s=2 * task.timeout_s + settings.budget_s,
                 exclusive=False,
             )
@@ -268,7 +273,7 @@ def _one_round(
                 "candidate",
                 common,
                 cache,
-                conversation=Conversation(schedule, CANDIDATE, check_seeds, ("K",)),
+                conversation=conversations[1],
                 wall_s=task.timeout_s + settings.budget_s,
                 exclusive=False,
             )
@@ -291,6 +296,8 @@ def _one_round(
             clock.mark("kernels")
         return feedback.model_copy(update={"phases": clock.phases})
     finally:
+        for conversation in conversations:
+            conversation.release()
         written.remove()
 
 

@@ -1,5 +1,5 @@
-"""What a worker hands the parent, as typed records: its report (``result.json``), its checked
-tensors (``tensors.pt``) and the messages of the conversation on descriptor 3.
+"""What a worker hands the parent, as typed records: its report (``result.json``) and the
+messages of the conversation on descriptor 3 (its checked tensors among them, ``Checked``).
 
 Everything here comes from a process that ran the candidate's code, so nothing is trusted: a
 record that does not validate is an ``evidence`` finding (the measurement is void), never a
@@ -92,39 +92,6 @@ def read_report(path: Path) -> WorkerReport | str | None:
         return f"the worker's report is malformed ({first_line(error)})"
 
 
-def read_tensors(path: Path) -> dict[str, list[list[Any]]] | str:
-    """The checked calls' tensors (``check``, ``again``, ``after``: one list of tensors per
-    check seed; ``after`` is [] where the call left its inputs as they were made), or why they
-    are missing or malformed."""
-    if not path.is_file():
-        return "the worker left no outputs"
-    import torch
-
-    try:
-        # weights_only: plain tensors and containers only, whatever the file claims to hold.
-        # mmap: the tensors are the file's pages, which the worker has just written and the
-        # page cache holds; read into fresh memory instead, a worker's 600 MB of checked
-        # outputs (the scaled level1/21_Sigmoid) took 1-3 s on this project's VM, where
-        # memory not touched lately is slow to fault in. The worker's processes are gone
-        # (its sandbox ended with it), so nothing writes the file while the tensors are read.
-        loaded = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as error:
-        return f"unreadable outputs ({first_line(error)})"
-    if not isinstance(loaded, dict):
-        return "the outputs file holds no record"
-    tensors: dict[str, list[list[Any]]] = {}
-    for key in ("check", "again", "after"):
-        per_seed = loaded.get(key)
-        if (
-            not isinstance(per_seed, list)
-            or len(per_seed) != CHECK_SEEDS
-            or not all(isinstance(values, list) for values in per_seed)
-        ):
-            return f"the outputs file has no {key!r} outputs for every check seed"
-        tensors[key] = per_seed
-    return tensors
-
-
 def first_line(error: Exception) -> str:
     """The error's first line, bounded (its type's name when it says nothing)."""
     return (str(error).splitlines() or [type(error).__name__])[0][:200]
@@ -196,11 +163,30 @@ class Outputs(_Evidence):
     items: list[OutputItem]
 
 
-Message = Annotated[Ready | Next | Marker | End | Outputs, Field(discriminator="m")]
-MESSAGE: TypeAdapter[Ready | Next | Marker | End | Outputs] = TypeAdapter(Message)
+class CheckedItem(_Evidence):
+    """The tensors of one check seed under one key: ``check`` (its first call's outputs),
+    ``again`` (its second call's), ``after`` (its inputs after the call; [] when the call left
+    them as they were made)."""
+
+    key: Literal["check", "again", "after"]
+    seed: int = Field(ge=0, lt=CHECK_SEEDS)
+    tensors: list[TensorHeader]
 
 
-def parse_message(line: bytes) -> Ready | Next | Marker | End | Outputs:
+class Checked(_Evidence):
+    """The checked calls' tensors, every key of every check seed once, sent once after the
+    checks; their bytes follow in order."""
+
+    m: Literal["checked"]
+    items: list[CheckedItem] = Field(max_length=3 * CHECK_SEEDS)
+
+
+AnyMessage = Ready | Next | Marker | End | Outputs | Checked
+Message = Annotated[AnyMessage, Field(discriminator="m")]
+MESSAGE: TypeAdapter[AnyMessage] = TypeAdapter(Message)
+
+
+def parse_message(line: bytes) -> AnyMessage:
     """One message (raises ValueError when it is not one the conversation knows)."""
     try:
         return MESSAGE.validate_json(line)

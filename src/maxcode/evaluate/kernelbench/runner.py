@@ -23,8 +23,9 @@ from typing import Any
 
 from maxcode.config import cache_dir
 from maxcode.errors import TaskError
+from maxcode.evaluate.kernelbench import channel
 from maxcode.evaluate.kernelbench.channel import Conversation
-from maxcode.evaluate.kernelbench.evidence import WorkerReport, read_report, read_tensors
+from maxcode.evaluate.kernelbench.evidence import WorkerReport, read_report
 from maxcode.evaluate.kernelbench.schedule import TimedPlan
 from maxcode.evaluate.kernelbench.settings import CHECK_SEEDS, WARMUP_SEEDS, KernelBenchSettings
 from maxcode.evaluate.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
@@ -89,6 +90,7 @@ class Job:
             "profile": settings.profile,
             "backend": settings.kernel_backend(),
             "timed": settings.timed,
+            "checked_bytes": channel.CHECKED_BYTES,
         }
 
     def remove(self) -> None:
@@ -267,9 +269,10 @@ def _read_side(workdir: Path, result: SandboxResult, conversation: Conversation 
         return Side(None, None, result, conversation, problem=report)
     if report is None or report.stage != "ok" or report.role not in ("reference", "candidate"):
         return Side(report, None, result, conversation)
-    tensors = read_tensors(workdir / "tensors.pt")
-    if isinstance(tensors, str):
-        return Side(report, None, result, conversation, problem=tensors)
+    tensors = None if conversation is None else conversation.checked
+    if tensors is None:
+        missing = "the worker sent no checked tensors"
+        return Side(report, None, result, conversation, problem=missing)
     return Side(report, tensors, result, conversation)
 
 

@@ -367,6 +367,27 @@ def test_large_tensors_start_on_a_page_boundary_of_a_4_kib_page(tmp_path: Path) 
     assert judge(page_aware, problem, repeats=2).correct
 
 
+def test_timed_inputs_land_on_pages_drawn_per_call(tmp_path: Path) -> None:
+    """Which page a call's output falls on relative to its input followed each process's heap
+    history, and set the speed of whole rounds (identical scaled ``level1/89_cumsum``
+    candidates at 1.11-1.17 in 5 of 8 rounds). Timed inputs are placed on pages drawn per
+    call (worker ``_Timing._placed``), still on a page boundary. This candidate is right only
+    while its timed inputs fall on varied pages (after 3 warm-up calls and 6 checked ones)."""
+    problem = write_problem(tmp_path, "return torch.relu(x)", inputs="[torch.randn(512, 1024)]")
+    placement_aware = model_new(
+        "self.calls = getattr(self, 'calls', 0) + 1\n"
+        "        self.seen = getattr(self, 'seen', [])\n"
+        "        if self.calls > 9:\n"
+        "            self.seen.append(x.data_ptr() % (2 << 20))\n"
+        "        varied = len(self.seen) < 8 or len(set(self.seen)) >= 4\n"
+        "        paged = x.data_ptr() % 4096 == 0\n"
+        "        y = torch.relu(x)\n"
+        "        return y if varied and paged else y + 1"
+    )
+    feedback = judge(placement_aware, problem, repeats=20)
+    assert feedback.correct, feedback.error
+
+
 def test_a_candidate_that_turns_huge_pages_back_on_is_void() -> None:
     settings = Path("/sys/kernel/mm/transparent_hugepage/enabled")
     if not settings.is_file() or "[never]" in settings.read_text():

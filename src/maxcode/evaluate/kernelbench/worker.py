@@ -425,17 +425,24 @@ def _send_checked(torch: Any, channel: _Channel, saved: dict[str, list[Any]], li
     items, payloads = [], []
     for key in ("check", "again", "after"):
         for seed, values in enumerate(saved[key]):
-            described, raw = _described(torch, values)
+            # Host copies already (``to_cpu``): sent as they are, without another call of
+            # ``Tensor.detach``, which a candidate may have replaced (``hook_outputs.py``
+            # computes a pending answer into whatever tensor it is called on whose address it
+            # once handed out, and a copy that landed there was overwritten).
+            described, raw = _described(torch, values, copies=True)
             items.append({"key": key, "seed": seed, "tensors": described})
             payloads += raw
     channel.send({"m": "checked", "items": items}, payloads)
 
 
-def _described(torch: Any, values: list[Any]) -> tuple[list[dict[str, Any]], list[Any]]:
-    """The headers of ``values`` (tensors) and their raw bytes, to send on descriptor 3."""
+def _described(
+    torch: Any, values: list[Any], copies: bool = False
+) -> tuple[list[dict[str, Any]], list[Any]]:
+    """The headers of ``values`` (tensors; ``copies``: contiguous host tensors already) and
+    their raw bytes, to send on descriptor 3."""
     described, payloads = [], []
     for value in values:
-        host = value.detach().to("cpu").contiguous()
+        host = value if copies else value.detach().to("cpu").contiguous()
         raw = host.reshape(-1).view(torch.uint8).numpy() if host.numel() else b""
         described.append(
             {
@@ -957,6 +964,11 @@ def _as_list(sources: Any) -> list[str]:
     return [sources] if isinstance(sources, str) else [str(source) for source in sources]
 
 
+PLACEMENT_BYTES = 2 << 20
+"""The span over which a timed input's place is drawn (``_Timing._placed``)."""
+_PAGE = 4096
+
+
 class _Timing:
     """Timed calls of one callable: every call gets inputs of its own, from a seed the parent
     sends just before the chunk of calls it belongs to, generated outside the timed window, so
@@ -1008,6 +1020,47 @@ class _Timing:
                 break
         return (estimate if estimate < float("inf") else 0.0), output_bytes, input_bytes
 
+    def _placed(self, inputs: list[Any], seed: int) -> list[Any]:
+        """On a CPU, each contiguous input tensor copied to a place drawn from the call's seed:
+        a whole number of pages within ``PLACEMENT_BYTES`` (or the next power of two above its
+        size, when smaller) past the start of a buffer of its own, so that where it falls
+        within its page does not change (runner ``THP_MEM_ALLOC_ENABLE``). Which page a call's
+        output lands on relative to its input is then a draw per call, the same draws on both
+        sides.
+
+        Why. Where an output lands relative to the input decided the speed of whole processes:
+        ``torch.cumsum`` over a 4096 x 4096 input took 18.2-18.7 ms with the output 0x1000
+        bytes past the input (modulo 16 MB), 17.4-17.9 at 0x3000 and 16.2-16.4 ms at most
+        other offsets (the same process, ``out=`` buffers placed by hand). That offset follows
+        from each process's heap history, which differs between the reference's and the
+        candidate's even when their code is the same: identical candidates of the scaled
+        ``level1/89_cumsum`` scored 1.11-1.17 in 5 of 8 rounds, the reference's output 0x1000
+        past its input and the candidate's 0x11000, every call of the round (0.90 the other
+        way round, with the heap histories of an earlier version of this worker). Drawn per
+        call, the offset is noise that the pairs average, not a bias that a round repeats."""
+        if self.cuda:
+            return inputs
+        torch = self.torch
+        placed = []
+        for number, value in enumerate(inputs):
+            if not (isinstance(value, torch.Tensor) and value.is_contiguous() and value.numel()):
+                placed.append(value)
+                continue
+            size = value.numel() * value.element_size()
+            span = min(PLACEMENT_BYTES, 1 << (size - 1).bit_length())
+            if span <= _PAGE:  # nothing to draw within a page
+                placed.append(value)
+                continue
+            # The seed is a uniform draw of the parent's; mixed with the input's number (a
+            # multiplicative hash, nothing a candidate's patch of a module could reach).
+            mixed = ((seed ^ (number * 0x9E3779B97F4A7C15)) * 0xBF58476D1CE4E5B9) % (1 << 64)
+            offset = _PAGE * ((mixed >> 24) % (span // _PAGE))
+            room = torch.empty(size + span, dtype=torch.uint8)
+            moved = room[offset : offset + size].view(value.dtype).view(value.shape)
+            moved.copy_(value)
+            placed.append(moved)
+        return placed
+
     def _bytes(self, values: Any) -> int:
         return sum(
             value.numel() * value.element_size()
@@ -1042,7 +1095,7 @@ class _Timing:
             batch = []
             for seed in seeds:
                 if not one_input_set:
-                    batch.append(self.make_inputs(seed))
+                    batch.append(self._placed(self.make_inputs(seed), seed))
                     continue
                 if shared is None:
                     shared = self.make_inputs(seed)

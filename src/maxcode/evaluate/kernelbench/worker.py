@@ -17,6 +17,8 @@ The conversation on descriptor 3 (JSON lines; raw bytes follow a header that cou
 
 - ``ready`` (seconds of one warmed-up call, output bytes): the model is built and warmed up.
   The parent answers with the check seeds.
+- ``checked``, once the check seeds ran (each twice): the checked calls' outputs and the
+  inputs a call changed, the bytes after the header (``evidence.Checked``).
 - per chunk of timed calls: ``next`` (asks for the chunk's seeds; the parent answers when it is
   this worker's turn, with one fresh seed per call, or with none when the phase is over),
   ``begin`` and ``end`` (with the calls' in-process seconds) around the calls, then the parent

@@ -85,25 +85,42 @@ def _worker(
             send({"m": "checked", "items": checked[0]}, checked[1])
 
 
-def test_the_harness_cost_is_the_least_identity_chunk_not_one_the_parent_stamped_late() -> None:
-    # With a core kept busy, the parent's serving thread can stamp a chunk's end late. Identity
-    # chunks are a few microseconds of calls, so two late ones out of four made the median
-    # per-call cost larger than a clock-patching candidate's whole window, which netted it to
-    # nothing and hid the lie from the marker check (1 fresh-clone run, 3 of 30 repeats).
-    schedule = Schedule(TimedPlan(), Stopping(trials=8))
-    reference = Conversation(schedule, REFERENCE, [1, 2, 3], ("K", "O"))
-    candidate = Conversation(schedule, CANDIDATE, [1, 2, 3], ("K",))
-    late = {("O", 0), ("O", 1)}
+def _converse(
+    schedule: Schedule,
+    reference: dict[str, object] | None = None,
+    candidate: dict[str, object] | None = None,
+) -> tuple[Conversation, Conversation]:
+    """Both sides' conversations, each served to its end by a scripted worker (``_worker``'s
+    keyword options per side), then closed."""
+    sides = (
+        Conversation(schedule, REFERENCE, [1, 2, 3], ("K", "O")),
+        Conversation(schedule, CANDIDATE, [1, 2, 3], ("K",)),
+    )
     workers = [
-        threading.Thread(target=_worker, args=(reference.worker_fd, ("K", "O"), late)),
-        threading.Thread(target=_worker, args=(candidate.worker_fd, ("K",), set())),
+        threading.Thread(
+            target=_worker,
+            args=(side.worker_fd, side.phases),
+            kwargs={"late": set(), **(options or {})},
+        )
+        for side, options in zip(sides, (reference, candidate))
     ]
     for worker in workers:
         worker.start()
     for worker in workers:
         worker.join(timeout=30)
-    reference.close()
-    candidate.close()
+    for side in sides:
+        side.close()
+    return sides
+
+
+def test_the_harness_cost_is_the_least_identity_chunk_not_one_the_parent_stamped_late() -> None:
+    # With a core kept busy, the parent's serving thread can stamp a chunk's end late. Identity
+    # chunks are a few microseconds of calls, so two late ones out of four made the median
+    # per-call cost larger than a clock-patching candidate's whole window, which netted it to
+    # nothing and hid the lie from the marker check (1 fresh-clone run, 3 of 30 repeats).
+    late = {("O", 0), ("O", 1)}
+    schedule = Schedule(TimedPlan(), Stopping(trials=8))
+    reference, candidate = _converse(schedule, reference={"late": late})
     assert reference.problem is None and candidate.problem is None
     assert reference.complete("O") and len(reference.chunk_times("O")) == 4
     calls = len(reference.chunk_times("O")[0])
@@ -151,8 +168,6 @@ def test_kept_outputs_are_compared_between_chunks_and_land_in_the_same_memory() 
     torch = pytest.importorskip("torch")
     schedule = Schedule(TimedPlan(), Stopping(trials=8))
     schedule.kept.compare_with(Comparison(torch))
-    reference = Conversation(schedule, REFERENCE, [1, 2, 3], ("K", "O"))
-    candidate = Conversation(schedule, CANDIDATE, [1, 2, 3], ("K",))
     compared_before: list[int] = []
     original = schedule.kept.settle
 
@@ -161,20 +176,7 @@ def test_kept_outputs_are_compared_between_chunks_and_land_in_the_same_memory() 
         compared_before.append(len(schedule.kept.problems))
 
     schedule.kept.settle = settle  # type: ignore[method-assign]
-    workers = [
-        threading.Thread(target=_worker, args=(reference.worker_fd, ("K", "O"), set())),
-        threading.Thread(
-            target=_worker,
-            args=(candidate.worker_fd, ("K",), set()),
-            kwargs={"wrong": (5, 0)},
-        ),
-    ]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(timeout=30)
-    reference.close()
-    candidate.close()
+    reference, candidate = _converse(schedule, candidate={"wrong": (5, 0)})
     assert reference.problem is None and candidate.problem is None
     assert schedule.plan.chunks == [1] * 8 and schedule.plan.positions() == list(range(8))
     # Pair n is compared when the reference asks for chunk n + 1 (its last request included),
@@ -200,22 +202,7 @@ def _checked(values: dict[tuple[str, int], float]) -> tuple[list[dict[str, objec
 def _run_checked(
     checked: tuple[list[dict[str, object]], bytes],
 ) -> tuple[Conversation, Conversation]:
-    schedule = Schedule(TimedPlan(), Stopping(trials=4))
-    reference = Conversation(schedule, REFERENCE, [1, 2, 3], ("K", "O"))
-    candidate = Conversation(schedule, CANDIDATE, [1, 2, 3], ("K",))
-    workers = [
-        threading.Thread(target=_worker, args=(reference.worker_fd, ("K", "O"), set())),
-        threading.Thread(
-            target=_worker, args=(candidate.worker_fd, ("K",), set()), kwargs={"checked": checked}
-        ),
-    ]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(timeout=30)
-    reference.close()
-    candidate.close()
-    return reference, candidate
+    return _converse(Schedule(TimedPlan(), Stopping(trials=4)), candidate={"checked": checked})
 
 
 def test_checked_tensors_come_once_one_of_each_key_and_seed() -> None:

@@ -38,6 +38,7 @@ from maxcode.evaluate.kernelbench.evidence import (
     Next,
     Outputs,
     Ready,
+    TensorHeader,
     first_line,
     parse_message,
 )
@@ -505,24 +506,18 @@ class Conversation:
             budget = min(budget, 2 * CHECK_SEEDS * call + (1 << 20))
         if total > budget:
             raise ValueError("more checked bytes than the reference's outputs take")
-        # Room for each tensor's alignment too (``_take`` again if a worker's padding differs).
-        memory = self._take(total + 16 * len(message.items) * 8 + 1)
+        # Room for each tensor's alignment too (at most 15 bytes before each).
+        tensors = sum(len(item.tensors) for item in message.items)
+        memory = self._take(total + 16 * tensors + 1)
         checked: dict[str, list[list[Any]]] = {
             key: [[] for _ in range(CHECK_SEEDS)] for key in ("check", "again", "after")
         }
         offset = 0
         for item in message.items:
             for header in item.tensors:
-                dtype = getattr(torch, header.dtype, None)
-                if not isinstance(dtype, torch.dtype):
-                    raise ValueError(f"a tensor of unknown dtype {header.dtype!r}")
-                if math.prod(header.shape) * dtype.itemsize != header.nbytes:
-                    raise ValueError("a tensor whose byte count does not match its shape")
+                dtype = _dtype(torch, header)
                 # Each tensor on its own dtype's alignment within the buffer.
                 offset += -offset % dtype.itemsize
-                if offset + header.nbytes > memory.numel():
-                    memory = self._take(header.nbytes)
-                    offset = 0
                 flat = memory[offset : offset + header.nbytes]
                 if header.nbytes and _read_into(stream, flat.numpy().data) != header.nbytes:
                     raise ValueError("a checked tensor cut short")
@@ -545,12 +540,8 @@ class Conversation:
             keep = first + item.position in kept
             values = []
             for header in item.tensors:
-                dtype = getattr(torch, header.dtype, None)
-                if not isinstance(dtype, torch.dtype):
-                    raise ValueError(f"an output of unknown dtype {header.dtype!r}")
-                size = math.prod(header.shape) * dtype.itemsize
-                if size != header.nbytes:
-                    raise ValueError("an output whose byte count does not match its shape")
+                dtype = _dtype(torch, header)
+                size = header.nbytes
                 budget -= size
                 if budget < 0:
                     raise ValueError("more output bytes than the reference's outputs take")
@@ -574,6 +565,17 @@ class Conversation:
                     values.append(flat.view(dtype).reshape(header.shape))
             if keep:
                 self.schedule.kept.hold(self.side == REFERENCE, first + item.position, values)
+
+
+def _dtype(torch: Any, header: TensorHeader) -> Any:
+    """The torch dtype a worker's tensor header names, its byte count checked against its
+    shape (ValueError: the worker broke the protocol)."""
+    dtype = getattr(torch, header.dtype, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"a tensor of unknown dtype {header.dtype!r}")
+    if math.prod(header.shape) * dtype.itemsize != header.nbytes:
+        raise ValueError("a tensor whose byte count does not match its shape")
+    return dtype
 
 
 def _read_into(stream: Any, target: memoryview) -> int:

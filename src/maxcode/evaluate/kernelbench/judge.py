@@ -227,7 +227,7 @@ class Judge:
             self.verdict.flag("evidence", "the candidate's timed calls did not all run")
             return "the outputs of the timed calls are missing"
         kept = candidate.conversation.schedule.kept
-        kept.compare_with(Comparison(self.torch, self.settings.tolerance))
+        kept.compare_with(self.comparison)
         for position, problem in kept.verdicts(self.plan.positions()):
             if problem == MISSING:
                 self.verdict.flag("evidence", f"no output of timed call {position + 1}")
@@ -520,7 +520,12 @@ class Judge:
             )
 
     def _compare(self, expected: list[Any], got: list[Any]) -> str | None:
-        return Comparison(self.torch, self.settings.tolerance).outputs(expected, got)
+        return self.comparison.outputs(expected, got)
+
+    @property
+    def comparison(self) -> Comparison:
+        """Outputs against expected ones, at the task's tolerance."""
+        return Comparison(self.torch, self.settings.tolerance)
 
     def _inputs_changed(self, expected: list[Any], got: list[Any]) -> str | None:
         """The candidate's inputs after the call against the reference's (each side saves
@@ -546,7 +551,7 @@ class Judge:
 
     def _screen(self, tensors: dict[str, Any]) -> list[str]:
         """Findings about the task itself, from the reference's outputs."""
-        comparison = Comparison(self.torch, self.settings.tolerance)
+        comparison = self.comparison
         found = []
         outputs = [values for values in tensors["check"]]
         floating = [

@@ -32,7 +32,10 @@ from maxcode.evaluate.sandbox import Limits, Run, Sandbox, SandboxResult, make_s
 from maxcode.tasks.kernelbench import reference_failure
 from maxcode.tasks.model import Task
 
-_RESULT_BYTES = 4 << 30
+_FILE_BYTES = 1 << 30
+"""The largest file a worker may write (its result, a candidate's extension build, compile
+caches): a bound on what a candidate can put on disk. It was 4 GiB while the workers wrote their
+checked tensors to a file; those now go to the parent on descriptor 3 (``evidence.Checked``)."""
 _COLLECTED_CHARS = 1 << 20
 
 
@@ -186,7 +189,7 @@ class WorkerRunner:
             limits = Limits(
                 wall_s=wall_s or self.task.timeout_s,
                 memory_bytes=None if cuda else self.task.memory_mb << 20,
-                file_size_bytes=_RESULT_BYTES,
+                file_size_bytes=_FILE_BYTES,
                 processes=256,
             )
             argv = [*prefix, sys.executable, "-I", "-B", str(self.job / "worker.py")]

@@ -67,14 +67,16 @@ def test_answers_made_while_the_harness_makes_inputs_are_seen_by_host_time(
     and by the worker's CPU clock (which also sees ``hook_thread.py``'s work on another CPU,
     beside host time that does not grow). Full-size shapes: the hidden work must stand out
     from the noise of making the inputs and sending the outputs (see the README). Surely more
-    hidden than claimed is void, and so is a worker that spent more CPU time than host time
-    (``parallel``); were the noise to blur that, the likely hidden time is still charged to
-    what selection uses, and said (``outside:``)."""
+    hidden than claimed is void (``hidden``, once a round of fresh workers repeats it), and
+    so are in-process timings that the host's clock does not bear out (``timing``) and a
+    worker that spent more CPU time than host time (``parallel``); were the noise to blur
+    that, the likely hidden time is still charged to what selection uses, and said
+    (``outside:``)."""
     feedback = judge(fixture, isolation, scale=1.0)
     assert feedback.correct, feedback.error
     if feedback.suspect is not None:
         assert_no_clean_reward(feedback)
-        assert feedback.suspect.startswith(("timing:", "parallel:")), feedback.suspect
+        assert feedback.suspect.startswith(("hidden:", "timing:", "parallel:")), feedback.suspect
     else:  # not void: its hidden time charged, which the finding says
         assert any(flag.startswith("outside:") for flag in feedback.flags), feedback.flags
 

@@ -10,7 +10,7 @@ import pytest
 
 from maxcode.evaluate import evaluate_task
 from maxcode.evaluate.integrity import consequence_of
-from maxcode.evaluate.kernelbench.rounds import REPORTED_ROUNDS, combine, set_aside
+from maxcode.evaluate.kernelbench.rounds import REPORTED_ROUNDS, Tally, combine, set_aside
 from maxcode.tasks import load_task
 from maxcode.types import Feedback
 from tests.helpers import REPO, run_maxcode
@@ -101,6 +101,49 @@ def test_the_first_round_that_is_not_clean_is_the_verdict(last: Feedback) -> Non
     assert combine([last, measured(1.3, (1.2, 1.4))]).suspect == last.suspect
     assert (combined.correct, combined.suspect) == (last.correct, last.suspect)
     assert combined.phases == {"startup": 3.0, "timing": 2.0}
+
+
+HIDDEN = "hidden: work outside the timed calls: surely 23.8 ms per call more"
+
+
+def tallied(wanted: int, *results: Feedback) -> tuple[Feedback, int]:
+    """What a tally of ``wanted`` rounds makes of these rounds in turn, and how many it ran."""
+    tally, ran = Tally(wanted), 0
+    for result in results:
+        if not tally.more():
+            break
+        tally.add(result)
+        ran += 1
+    assert not tally.more()
+    return tally.result(), ran
+
+
+def void(flag: str, *more: str) -> Feedback:
+    return measured(1.5, (1.4, 1.6), suspect=flag, flags=(flag, *more))
+
+
+def test_a_void_from_one_pair_of_processes_needs_a_second_round_to_stand() -> None:
+    """An identical candidate was void once by its outside time, a state of one worker
+    (``rounds.CONFIRMED``): another round of fresh workers runs, and decides."""
+    # Not repeated: set aside, said, its seconds counted; the evaluation goes on.
+    passed, ran = tallied(2, void(HIDDEN), measured(1.0, (0.98, 1.02)), measured(1.02, None))
+    assert ran == 3 and passed.correct and passed.suspect is None and passed.rounds == 2
+    assert passed.speedup == pytest.approx(math.sqrt(1.02))
+    assert any(f.startswith("rounds: round 1 was void") and "23.8 ms" in f for f in passed.flags)
+    assert passed.phases == {"startup": 4.5, "timing": 3.0}
+    assert consequence_of(passed.flags[-1]) == "warn"
+    # Repeated, or anything not clean next: the first void is the verdict.
+    for second in (void(HIDDEN), measured(1.0, None, correct=False)):
+        held, ran = tallied(4, void(HIDDEN), second, measured(1.0, (0.98, 1.02)))
+        assert ran == 2 and held.suspect == HIDDEN and held.speedup == 0.0
+        assert [done.speedup for done in held.per_round] == [0.0, 0.0]
+    # Once per evaluation: a second such void is a verdict as it comes.
+    again, ran = tallied(3, void(HIDDEN), measured(1.0, (0.98, 1.02)), void(HIDDEN))
+    assert ran == 3 and again.suspect == HIDDEN
+    # A void that no noise makes (or with such a finding beside) needs no second round.
+    for flags in [("timing: in-process timings disagree",), (HIDDEN, "threads: one started")]:
+        final, ran = tallied(4, void(*flags), measured(1.0, (0.98, 1.02)))
+        assert ran == 1 and final.suspect == flags[0]
 
 
 def test_a_round_far_outside_the_others_is_set_aside_and_named() -> None:

@@ -80,6 +80,12 @@ RULES: dict[str, Rule] = {
             "void",
             "in-process timings and the parent's clock disagree, or no clock evidence",
         ),
+        Rule(
+            "hidden",
+            "void",
+            "work outside the timed calls (making the inputs, sending the outputs) surely "
+            "more than the calls' own, in two rounds of fresh workers (KernelBench)",
+        ),
         Rule("evidence", "void", "the worker's evidence is missing or malformed"),
         Rule("inputs", "void", "the candidate changed its inputs in place"),
         Rule("aliasing", "void", "the output shares memory with an input"),
@@ -94,8 +100,8 @@ RULES: dict[str, Rule] = {
         Rule(
             "rounds",
             "warn",
-            "a round's speedup set aside, far outside the other rounds' (KernelBench rounds of "
-            "fresh workers)",
+            "a round set aside: its speedup far outside the other rounds', or a `hidden:` void "
+            "that the next round of fresh workers did not repeat (KernelBench)",
         ),
         Rule("timing-floor", "warn", "runs so short that timer resolution matters"),
         Rule("implausible", "warn", "a speedup to check by hand (capped at the speed of light)"),

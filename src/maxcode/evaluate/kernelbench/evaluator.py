@@ -144,8 +144,9 @@ def evaluate_kernelbench(
 ) -> Feedback:
     """Judge ``candidate`` (Python source defining ``ModelNew``) against the task's ``Model``;
     both are pinned to ``cpu`` (None: the last CPU this process may use). ``settings.rounds``
-    evaluations run one after the other, combined (``rounds.combine``); the first that is not
-    a clean correct verdict ends them and is the evaluation's."""
+    evaluations run one after the other, combined (``rounds.Tally``); the first that is not
+    a clean correct verdict ends them and is the evaluation's, except a void that a round of
+    fresh workers must confirm (``rounds.CONFIRMED``), which runs one round more."""
     settings = settings or KernelBenchSettings()
     if settings.rounds < 1:
         raise MaxcodeError(f"rounds must be at least 1 (got {settings.rounds})")
@@ -165,15 +166,14 @@ def evaluate_kernelbench(
     other = None
     if settings.check_scale is not None and not settings.compile_only:
         other = rescaled(task, settings.check_scale)  # before anything runs: a bad scale fails
-    done: list[Feedback] = []
+    tally = rounds.Tally(1 if settings.compile_only else settings.rounds)
     later = replace(settings, compile_baseline=False, profile=False)
-    for number in range(1 if settings.compile_only else settings.rounds):
-        chosen = later if number else settings
-        feedback = _one_round(task, candidate, chosen, sandbox, pinned, paths, torch)
-        done.append(feedback)
-        if not rounds.clean(feedback):
-            break
-    combined = rounds.combine(done)
+    first = True
+    while tally.more():
+        chosen = settings if first else later
+        tally.add(_one_round(task, candidate, chosen, sandbox, pinned, paths, torch))
+        first = False
+    combined = tally.result()
     if other is None or not combined.correct:
         return combined
     return _at_other_shapes(combined, other, candidate, later, sandbox, pinned, paths, torch)

@@ -431,8 +431,10 @@ class Judge:
         hidden = sum(max(low, 0.0) for low in lows.values())
         if _too_fast(claimed, claimed + hidden, calls, SPAN_SLACK_S / max(self.plan.chunk, 1)):
             said = ", ".join(f"{part} {low * 1e3:.3f} ms" for part, low in lows.items() if low > 0)
+            # A statistical verdict, on the pairs of one pair of processes: the evaluator has
+            # it confirmed by a round of fresh workers (``rounds.CONFIRMED``).
             self.verdict.flag(
-                "timing",
+                "hidden",
                 "work outside the timed calls: the candidate spent surely at least "
                 f"{hidden * 1e3:.3f} ms per call more than the reference ({said}; the 95% "
                 f"intervals' low ends), beside the {claimed * 1e3:.3f} ms it claimed",

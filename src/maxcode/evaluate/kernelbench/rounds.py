@@ -13,7 +13,9 @@ search's final re-verification) takes ``REPORTED_ROUNDS``.
 
 Combination. Every round is a whole evaluation: fresh seeds, checks, integrity judgement. The
 first round whose verdict is not a clean correct one (wrong, failed, void) is the evaluation's
-verdict (the evaluator runs no further round). Otherwise the speedup is the weighted geometric
+verdict (the evaluator runs no further round), except a round void only by a statistical
+finding of one pair of processes (``CONFIRMED``), which a round of fresh workers must repeat
+to stand (``Tally``). Otherwise the speedup is the weighted geometric
 mean of the rounds' speedups, each weighted by the inverse square of its interval's width (read
 as a standard deviation of the log: half the log width over 1.96); equal widths, equal
 weights. A round whose interval is wide (a burst of load, time outside the calls charged to its
@@ -49,7 +51,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from maxcode.evaluate.integrity import finding
+from maxcode.evaluate.integrity import category_of, finding, void_findings
 from maxcode.evaluate.kernelbench.schedule import t_quantile
 from maxcode.types import Feedback, RoundSpeedup
 
@@ -67,6 +69,89 @@ CPUs than the candidate, which biased one side in every round (``evaluator``'s p
 def clean(feedback: Feedback) -> bool:
     """A round whose speedup may be combined: correct, timed, not void."""
     return feedback.correct and feedback.suspect is None and feedback.speedup > 0
+
+
+CONFIRMED = frozenset({"hidden"})
+"""Void findings that stand only once a round of fresh workers repeats them: statistical
+verdicts on the pairs of one pair of processes, which a state of one process can fake. An
+identical candidate of the scaled ``level1/26_GELU_`` (inputs that take five times the call
+to make) was void in the public pass of 2026-11-26: "surely at least 23.8 ms per call" more
+time making its inputs than the reference, beside a 16.1 ms call. Its worker made them about
+a third slower for the whole round, a state of that process (rounds of the same problem have
+one side's calls 10% slower in every pair) that ``OUTSIDE_BIAS`` does not cover. A candidate
+that hides its work does so in every round."""
+
+
+def needs_confirming(feedback: Feedback) -> bool:
+    """A void round whose every void finding is one that a second round must repeat."""
+    voiding = void_findings(feedback.flags)
+    return (
+        feedback.correct
+        and feedback.suspect is not None
+        and bool(voiding)
+        and all(category_of(flag) in CONFIRMED for flag in voiding)
+    )
+
+
+class Tally:
+    """The rounds of one evaluation as they come (``add``), until ``wanted`` are in or one is
+    not clean; then one verdict (``result``). A round void only by a finding of
+    ``CONFIRMED`` is held and another round of fresh workers runs: void again (or worse,
+    wrong or failed), the held round is the verdict; clean, the held round is set aside
+    (its seconds count, a ``rounds`` warning names it) and the evaluation goes on. Once per
+    evaluation: a second such round is a verdict as it comes."""
+
+    def __init__(self, wanted: int) -> None:
+        self.wanted = wanted
+        self.done: list[Feedback] = []
+        self.held: Feedback | None = None
+        self.aside: list[tuple[int, Feedback]] = []
+        """Rounds set aside, with their number (1-based, in the order run)."""
+        self._run = 0
+        self._over = False
+
+    def more(self) -> bool:
+        """Whether another round is to run."""
+        return not self._over and (self.held is not None or len(self.done) < self.wanted)
+
+    def add(self, feedback: Feedback) -> None:
+        self._run += 1
+        if self.held is not None:
+            held, self.held = self.held, None
+            if clean(feedback):
+                self.aside.append((self._run - 1, held))
+            else:
+                self.done.append(held)  # confirmed: the held round is the verdict
+                self._over = True
+        elif not self.aside and needs_confirming(feedback):
+            self.held = feedback
+            return
+        self.done.append(feedback)
+        if not clean(feedback):
+            self._over = True
+
+    def result(self) -> Feedback:
+        """The rounds combined (``combine``), with the rounds set aside said and their seconds
+        counted."""
+        if self.held is not None:  # no round came to confirm it (not reached by ``more``)
+            self.done.append(self.held)
+            self.held = None
+        combined = combine(self.done)
+        if not self.aside:
+            return combined
+        phases = dict(combined.phases)
+        flags = list(combined.flags)
+        for number, held in self.aside:
+            for phase, seconds in held.phases.items():
+                phases[phase] = round(phases.get(phase, 0.0) + seconds, 4)
+            flags.append(
+                finding(
+                    "rounds",
+                    f"round {number} was void and the next round, with fresh workers, did not "
+                    f"repeat it: set aside ({held.suspect})",
+                )
+            )
+        return combined.model_copy(update={"phases": phases, "flags": flags})
 
 
 def combine(rounds: list[Feedback]) -> Feedback:

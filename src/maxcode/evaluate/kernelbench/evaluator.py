@@ -168,11 +168,9 @@ def evaluate_kernelbench(
         other = rescaled(task, settings.check_scale)  # before anything runs: a bad scale fails
     tally = rounds.Tally(1 if settings.compile_only else settings.rounds)
     later = replace(settings, compile_baseline=False, profile=False)
-    first = True
     while tally.more():
-        chosen = settings if first else later
+        chosen = later if tally.ran else settings
         tally.add(_one_round(task, candidate, chosen, sandbox, pinned, paths, torch))
-        first = False
     combined = tally.result()
     if other is None or not combined.correct:
         return combined

@@ -107,28 +107,29 @@ class Tally:
         self.held: Feedback | None = None
         self.aside: list[tuple[int, Feedback]] = []
         """Rounds set aside, with their number (1-based, in the order run)."""
-        self._run = 0
-        self._over = False
+
+    @property
+    def ran(self) -> int:
+        """Rounds run so far."""
+        return len(self.done) + len(self.aside) + (self.held is not None)
 
     def more(self) -> bool:
         """Whether another round is to run."""
-        return not self._over and (self.held is not None or len(self.done) < self.wanted)
+        if self.done and not clean(self.done[-1]):
+            return False
+        return self.held is not None or len(self.done) < self.wanted
 
     def add(self, feedback: Feedback) -> None:
-        self._run += 1
         if self.held is not None:
             held, self.held = self.held, None
             if clean(feedback):
-                self.aside.append((self._run - 1, held))
+                self.aside.append((self.ran + 1, held))
             else:
                 self.done.append(held)  # confirmed: the held round is the verdict
-                self._over = True
         elif not self.aside and needs_confirming(feedback):
             self.held = feedback
             return
         self.done.append(feedback)
-        if not clean(feedback):
-            self._over = True
 
     def result(self) -> Feedback:
         """The rounds combined (``combine``), with the rounds set aside said and their seconds
@@ -139,29 +140,23 @@ class Tally:
         combined = combine(self.done)
         if not self.aside:
             return combined
-        phases = dict(combined.phases)
-        flags = list(combined.flags)
-        for number, held in self.aside:
-            for phase, seconds in held.phases.items():
-                phases[phase] = round(phases.get(phase, 0.0) + seconds, 4)
-            flags.append(
-                finding(
-                    "rounds",
-                    f"round {number} was void and the next round, with fresh workers, did not "
-                    f"repeat it: set aside ({held.suspect})",
-                )
+        said = [
+            finding(
+                "rounds",
+                f"round {number} was void and the next round, with fresh workers, did not "
+                f"repeat it: set aside ({held.suspect})",
             )
-        return combined.model_copy(update={"phases": phases, "flags": flags})
+            for number, held in self.aside
+        ]
+        phases = _summed_phases([combined, *(held for _, held in self.aside)])
+        return combined.model_copy(update={"phases": phases, "flags": [*combined.flags, *said]})
 
 
 def combine(rounds: list[Feedback]) -> Feedback:
     """One verdict from the rounds run (see the module's docstring); phases add up."""
     if not rounds:
         raise ValueError("no rounds to combine")
-    phases: dict[str, float] = {}
-    for done in rounds:
-        for phase, seconds in done.phases.items():
-            phases[phase] = round(phases.get(phase, 0.0) + seconds, 4)
+    phases = _summed_phases(rounds)
     per_round = [
         RoundSpeedup(speedup=done.speedup, interval=done.speedup_interval) for done in rounds
     ]
@@ -208,6 +203,15 @@ def combine(rounds: list[Feedback]) -> Feedback:
             "per_round": per_round,
         }
     )
+
+
+def _summed_phases(rounds: list[Feedback]) -> dict[str, float]:
+    """Seconds per phase over ``rounds``."""
+    phases: dict[str, float] = {}
+    for done in rounds:
+        for phase, seconds in done.phases.items():
+            phases[phase] = round(phases.get(phase, 0.0) + seconds, 4)
+    return phases
 
 
 def set_aside(rounds: list[Feedback]) -> list[int]:

@@ -108,3 +108,17 @@ def run_optimize(*args: str, env: dict[str, str] | None = None) -> subprocess.Co
         env={**os.environ, "OPENAI_API_KEY": "sk-test", **(env or {})},
         check=False,
     )
+
+
+def write_problem(folder: Path, forward: str, inputs: str = "[torch.randn(32, 64)]") -> Path:
+    """A KernelBench problem of one input whose ``Model.forward(x)`` is ``forward``."""
+    path = folder / "problem.py"
+    path.write_text(
+        "import torch\nimport torch.nn as nn\n\n\n"
+        "class Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n\n"
+        f"    def forward(self, x):\n        {forward}\n\n\n"
+        f"def get_inputs():\n    return {inputs}\n\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    return path

@@ -19,7 +19,7 @@ from maxcode.evaluate.kernelbench.rounds import REPORTED_ROUNDS
 from maxcode.evaluate.kernelbench.schedule import Schedule
 from maxcode.tasks import load_task
 from maxcode.types import Feedback
-from tests.helpers import REPO, make_hermetic, run_maxcode
+from tests.helpers import REPO, make_hermetic, run_maxcode, write_problem
 
 pytest.importorskip("torch")
 
@@ -34,19 +34,6 @@ def judge(candidate: str | Path, problem: Path = PROBLEM, **options: object) -> 
     if "timeout_s" in options:
         task = dataclasses.replace(task, timeout_s=float(options.pop("timeout_s")))  # type: ignore[arg-type]
     return evaluate_task(task, source, **{**QUICK, **options})  # type: ignore[arg-type]
-
-
-def write_problem(folder: Path, forward: str, inputs: str = "[torch.randn(32, 64)]") -> Path:
-    path = folder / "problem.py"
-    path.write_text(
-        "import torch\nimport torch.nn as nn\n\n\n"
-        "class Model(nn.Module):\n"
-        "    def __init__(self):\n        super().__init__()\n\n"
-        f"    def forward(self, x):\n        {forward}\n\n\n"
-        f"def get_inputs():\n    return {inputs}\n\n\n"
-        "def get_init_inputs():\n    return []\n"
-    )
-    return path
 
 
 def model_new(forward: str, imports: str = "") -> str:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from maxcode.evaluate.kernelbench.rounds import REPORTED_ROUNDS
-from tests.helpers import REPO, run_optimize
+from tests.helpers import REPO, run_optimize, write_problem
 from tests.llm.fake_llm_server import FakeLLMServer, Step
 
 pytest.importorskip("torch")
@@ -106,14 +106,7 @@ def test_optimize_a_problem_offline_with_the_rules_proposer(tmp_path: Path) -> N
     # The rules' rewrite compiles the forward with torch.compile. A forward that is one matrix
     # product goes to aten's own kernel, with no C++ of inductor's to build in the sandbox:
     # about 20 s less than a bundled problem's fused softmax, for the same path.
-    problem = tmp_path / "1_MatmulTranspose.py"
-    problem.write_text(
-        (REPO / "examples" / "kernelbench" / "4_Softmax.py")
-        .read_text()
-        .replace("torch.softmax(x, dim=-1)", "x @ x.T")
-        .replace("batch_size = 4096", "batch_size = 256")
-    )
-    assert "x @ x.T" in problem.read_text()
+    problem = write_problem(tmp_path, "return x @ x.T", inputs="[torch.randn(256, 256)]")
     done = optimize(
         str(problem),
         "--depth", "1", "--candidates", "1", "--repeats", "10", "--no-profile",

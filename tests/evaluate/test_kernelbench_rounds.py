@@ -146,6 +146,32 @@ def test_a_void_from_one_pair_of_processes_needs_a_second_round_to_stand() -> No
         assert ran == 1 and final.suspect == flags[0]
 
 
+def test_a_round_set_aside_takes_no_first_round_measurement_with_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first round measures what later ones skip (the ``torch.compile`` baseline, the
+    profiles); a void round held and then set aside must not take them away with it (the
+    contract test once lost ``timings.compile`` that way)."""
+    from maxcode.evaluate.kernelbench import evaluator
+    from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
+
+    results = iter([void(HIDDEN), measured(1.0, (0.98, 1.02)), measured(1.0, (0.98, 1.02))])
+    asked: list[bool] = []
+
+    def one_round(
+        task: object, candidate: str, settings: KernelBenchSettings, *rest: object
+    ) -> Feedback:
+        asked.append(settings.compile_baseline)
+        return next(results)
+
+    monkeypatch.setattr(evaluator, "_one_round", one_round)
+    settings = KernelBenchSettings(rounds=2, compile_baseline=True)
+    task = load_task(str(PROBLEM))
+    combined = evaluator.evaluate_kernelbench(task, "", settings=settings)
+    assert asked == [True, True, False]
+    assert combined.rounds == 2 and combined.suspect is None
+
+
 def test_a_round_far_outside_the_others_is_set_aside_and_named() -> None:
     # One round wrong with a narrow interval: weighted by its width it would pull the result
     # to about 0.6 (an identical level1/45 once combined to 0.602 this way).

@@ -169,7 +169,9 @@ def evaluate_kernelbench(
     tally = rounds.Tally(1 if settings.compile_only else settings.rounds)
     later = replace(settings, compile_baseline=False, profile=False)
     while tally.more():
-        chosen = later if tally.ran else settings
+        # The baselines and profiles are measured in the first round the verdict keeps: a
+        # round held for confirmation (and then set aside) would take them with it.
+        chosen = later if tally.done else settings
         tally.add(_one_round(task, candidate, chosen, sandbox, pinned, paths, torch))
     combined = tally.result()
     if other is None or not combined.correct:

@@ -108,11 +108,6 @@ class Tally:
         self.aside: list[tuple[int, Feedback]] = []
         """Rounds set aside, with their number (1-based, in the order run)."""
 
-    @property
-    def ran(self) -> int:
-        """Rounds run so far."""
-        return len(self.done) + len(self.aside) + (self.held is not None)
-
     def more(self) -> bool:
         """Whether another round is to run."""
         if self.done and not clean(self.done[-1]):
@@ -123,7 +118,7 @@ class Tally:
         if self.held is not None:
             held, self.held = self.held, None
             if clean(feedback):
-                self.aside.append((self.ran + 1, held))
+                self.aside.append((len(self.done) + 1, held))  # held ran right after them
             else:
                 self.done.append(held)  # confirmed: the held round is the verdict
         elif not self.aside and needs_confirming(feedback):

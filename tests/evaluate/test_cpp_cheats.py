@@ -10,6 +10,7 @@ the same on every run, so these tests cannot fail on timing noise.
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -116,9 +117,28 @@ def test_timed_rounds_share_no_state_and_show_no_expected_output(
         results = runner.run(plan, _Programs(program, program))
     finally:
         shutil.rmtree(program, ignore_errors=True)
-    assert all(result.ok for result in results), [result.stderr for result in results]
+    assert all(result.ok for result in results), [
+        (result.exit_code, result.signal, result.limit_hit, result.wall_s, result.stderr)
+        for result in results
+    ]
     said = [result.stderr for result in results if result.stderr.strip()]
     assert said == []
+
+
+def test_read_expected_finds_the_output_where_nothing_covers_it(small_task: Path) -> None:
+    """The control for the test above: run outside a sandbox, the fixture does find the
+    expected output (so its silence in the sandbox is the cover's doing)."""
+    program = _installed("read_expected.cpp")
+    test = load_task(str(small_task)).tests[3]
+    try:
+        with test.input_path.open("rb") as stdin:
+            run = subprocess.run(
+                [str(program / BINARY_NAME)], stdin=stdin, capture_output=True, timeout=60
+            )
+    finally:
+        shutil.rmtree(program, ignore_errors=True)
+    assert b"expected output found" in run.stderr
+    assert run.stdout == test.output_path.read_bytes()
 
 
 @pytest.mark.parametrize("fixture", ["affinity_threads.cpp", "plain_threads.cpp"])

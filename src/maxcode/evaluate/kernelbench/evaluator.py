@@ -59,6 +59,7 @@ from maxcode.evaluate.kernelbench.runner import (
     WorkerRunner,
     cache_folder,
     check_reference,
+    device_turn,
     python_paths,
     sole_user,
 )
@@ -258,7 +259,13 @@ def _one_round(
             Conversation(schedule, REFERENCE, check_seeds, phases),
             Conversation(schedule, CANDIDATE, check_seeds, ("K",)),
         ]
-        with sole_user(cache), ThreadPoolExecutor(2, thread_name_prefix="maxcode-kb") as pool:
+        with (
+            sole_user(cache),
+            device_turn(settings.device),
+            ThreadPoolExecutor(2, thread_name_prefix="maxcode-kb") as pool,
+        ):
+            if settings.device == "cuda":
+                clock.mark("queued")
             running_reference = pool.submit(
                 runner.run,
                 "reference",
@@ -303,6 +310,8 @@ def _one_round(
 
 PHASES = {
     "start": "the job folder, the seeds, the parent's checks, until the workers are launched",
+    "queued": "on a GPU: waiting for the candidate's build folder and for the GPU, which "
+    "another evaluation on this machine held (runner ``device_turn``)",
     "startup": "until both workers are ready: interpreters, torch, the problem and the "
     "candidate imported (its extensions built or loaded), models built, warm-up",
     "build": "within startup: the candidate's import by its worker's clock (build or cache)",

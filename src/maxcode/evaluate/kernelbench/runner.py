@@ -16,6 +16,7 @@ import secrets
 import shutil
 import signal
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -289,6 +290,32 @@ def sole_user(cache: Path) -> Iterator[None]:
         try:
             for stale in cache.glob("extensions/*/lock"):
                 stale.unlink(missing_ok=True)
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def device_turn(device: str) -> Iterator[None]:
+    """On a GPU, the device alone for one round, whichever process asks: an exclusive lock on
+    a file per visible GPU, held from before the two workers start until both are gone (their
+    warm-ups, checks and timed calls all run kernels). Two evaluations timing on one GPU at
+    once saw each other's kernels in their host time: four ``maxcode eval`` side by side on an
+    H100 took 100 s each and voided an identical full-size ``level1/1`` ("in-process timings
+    disagree with host time", 2.97 ms claimed, 6.21 seen). A search's own evaluations already
+    take the GPU in turn (``LocalExecutor``, Ray's ``num_gpus``); this covers separate
+    processes. Which GPU is read from ``CUDA_VISIBLE_DEVICES`` as written: two processes
+    naming one GPU differently (an index and a UUID) are not kept apart. On a CPU, nothing."""
+    if device != "cuda":
+        yield
+        return
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
+    folder = Path(tempfile.gettempdir()) / "maxcode-gpu-locks"
+    folder.mkdir(mode=0o777, exist_ok=True)
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", visible)
+    with open(folder / f"gpu-{name}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)

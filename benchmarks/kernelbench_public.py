@@ -72,6 +72,8 @@ class Row:
     """Each round's own speedup (``per_round`` of ``maxcode eval --json``), in the jsonl."""
     reference_ms: float | None = None
     """The reference's median timed call, in milliseconds (for KernelBench's baseline times)."""
+    phases: dict[str, float] = field(default_factory=dict)
+    """Seconds per phase of the evaluation (``phases`` of ``maxcode eval --json``)."""
 
 
 def identical_candidate(problem: Path) -> str:
@@ -146,6 +148,7 @@ def evaluate(
         layout=layout,
         per_round=[float(done["speedup"]) for done in result.get("per_round") or []],
         reference_ms=reference["median_s"] * 1e3 if "median_s" in reference else None,
+        phases={str(k): float(v) for k, v in (result.get("phases") or {}).items()},
     )
 
 
@@ -176,6 +179,8 @@ def print_row(row: Row) -> None:
     tail = "" if row.correct else f"  wrong: {row.error}"
     if row.reference_ms is not None:
         tail += f"  reference {row.reference_ms:.4g} ms"
+    if row.phases:
+        tail += "  " + " ".join(f"{k} {v:.1f}" for k, v in row.phases.items() if v >= 0.05)
     if row.suspect:
         tail += f"  void (claimed {row.claimed or 0:.3f}): {row.suspect}"
     print(

@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from maxcode.errors import MaxcodeError
 from maxcode.evaluate.kernelbench.runner import device_turn
 
 HOLDER = """
 import sys
+from maxcode.errors import MaxcodeError
 from maxcode.evaluate.kernelbench.runner import device_turn
 with device_turn("cuda"):
     print("held", flush=True)
@@ -58,3 +60,16 @@ def test_a_gpu_held_by_another_process_is_waited_for(
         holder.kill()
         holder.wait()
     assert (tmp_path / "maxcode-gpu-locks" / "gpu-0.lock").exists()
+
+
+def test_a_turn_that_cannot_be_taken_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    monkeypatch.setattr(tempfile, "tempdir", str(blocked))
+    with (
+        pytest.raises(MaxcodeError, match=r"cannot take the GPU's turn: .*gpu-0\.lock"),
+        device_turn("cuda"),
+    ):
+        pass

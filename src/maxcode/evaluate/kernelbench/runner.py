@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from maxcode.config import cache_dir
-from maxcode.errors import TaskError
+from maxcode.errors import MaxcodeError, TaskError
 from maxcode.evaluate.kernelbench import channel
 from maxcode.evaluate.kernelbench.channel import Conversation
 from maxcode.evaluate.kernelbench.evidence import WorkerReport, read_report
@@ -311,14 +311,21 @@ def device_turn(device: str) -> Iterator[None]:
         return
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
     folder = Path(tempfile.gettempdir()) / "maxcode-gpu-locks"
-    folder.mkdir(mode=0o777, exist_ok=True)
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", visible)
-    with open(folder / f"gpu-{name}.lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    path = folder / f"gpu-{re.sub(r'[^A-Za-z0-9_.-]', '_', visible)}.lock"
+    try:
+        if not folder.is_dir():
+            folder.mkdir(exist_ok=True)
+            folder.chmod(0o1777)  # every user's evaluations share the turn (sticky, as /tmp)
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as error:
+        raise MaxcodeError(f"cannot take the GPU's turn: {path}: {error.strerror}") from None
+    try:
+        with contextlib.suppress(OSError):
+            os.fchmod(descriptor, 0o666)
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # closing lets the lock go
 
 
 def _gpu_devices() -> list[str]:

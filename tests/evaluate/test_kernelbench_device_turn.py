@@ -17,7 +17,6 @@ from maxcode.evaluate.kernelbench.runner import device_turn
 
 HOLDER = """
 import sys
-from maxcode.errors import MaxcodeError
 from maxcode.evaluate.kernelbench.runner import device_turn
 with device_turn("cuda"):
     print("held", flush=True)

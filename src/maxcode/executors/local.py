@@ -2,9 +2,9 @@
 
 Each evaluation already runs its programs in sandboxed subprocesses, so a thread per
 evaluation slot is enough here. Every slot pins its timed runs to a CPU of its own, so that
-two evaluations never time on the same core. KernelBench evaluations on a GPU take the GPU one
-at a time; the extensions of a candidate are built before it queues for the GPU, so with
-``--workers N`` the next candidates build on the CPUs while one is timed.
+two evaluations never time on the same core. KernelBench rounds on a GPU take the GPU one at a
+time (runner ``device_turn``); the extensions of a candidate are built before it queues for the
+GPU, so with ``--workers N`` the next candidates build on the CPUs while one is timed.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ class LocalExecutor(Executor):
         spare = cpus[1:] if len(cpus) > workers else cpus
         self._free: list[int | None] = [spare[-(slot % len(spare)) - 1] for slot in range(workers)]
         self._slots: asyncio.Semaphore | None = None
-        self._gpu = asyncio.Lock()
 
     async def setup(self) -> None:
         self._slots = asyncio.Semaphore(self.workers)
@@ -65,8 +64,8 @@ class LocalExecutor(Executor):
             try:
                 if job.device != "cuda":
                     return await asyncio.to_thread(self._evaluate, job, cpu)
-                # One GPU: timings on it are taken one evaluation at a time, while the next
-                # candidates' extensions build on the CPUs.
+                # One GPU: the candidate's extensions build on the CPUs first, while another
+                # evaluation may be timed.
                 failed = await asyncio.to_thread(
                     prebuild_task,
                     job.task,
@@ -76,7 +75,8 @@ class LocalExecutor(Executor):
                 )
                 if failed is not None:
                     return failed
-                async with self._gpu:
-                    return await asyncio.to_thread(self._evaluate, job, cpu)
+                # Each round then takes the GPU in turn (runner ``device_turn``, across threads
+                # and processes alike).
+                return await asyncio.to_thread(self._evaluate, job, cpu)
             finally:
                 self._free.append(cpu)

@@ -302,10 +302,11 @@ def device_turn(device: str) -> Iterator[None]:
     warm-ups, checks and timed calls all run kernels). Two evaluations timing on one GPU at
     once saw each other's kernels in their host time: four ``maxcode eval`` side by side on an
     H100 took 100 s each and voided an identical full-size ``level1/1`` ("in-process timings
-    disagree with host time", 2.97 ms claimed, 6.21 seen). A search's own evaluations already
-    take the GPU in turn (``LocalExecutor``, Ray's ``num_gpus``); this covers separate
-    processes. Which GPU is read from ``CUDA_VISIBLE_DEVICES`` as written: two processes
-    naming one GPU differently (an index and a UUID) are not kept apart. On a CPU, nothing."""
+    disagree with host time", 2.97 ms claimed, 6.21 seen). The one mechanism for a search's
+    threads (``LocalExecutor``) and separate processes alike; Ray also gives each GPU
+    evaluation a whole GPU (``num_gpus``). Which GPU is read from ``CUDA_VISIBLE_DEVICES`` as
+    written: two processes naming one GPU differently (an index and a UUID) are not kept
+    apart. On a CPU, nothing."""
     if device != "cuda":
         yield
         return

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -200,6 +201,37 @@ def test_a_candidate_that_patches_the_harness_clock_is_caught_by_host_time() -> 
     assert feedback.correct and feedback.speedup == 0.0
     assert feedback.suspect is not None and feedback.suspect.startswith("timing:")
     assert feedback.claimed_speedup is not None and feedback.claimed_speedup > 0
+
+
+@pytest.mark.parametrize(
+    ("fixture", "lies"), [("honest.py", False), ("patch_harness_clock.py", True)]
+)
+def test_a_parent_late_to_stamp_the_markers_voids_no_honest_clock(
+    fixture: str, lies: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a loaded machine the parent's serving thread stamps a chunk's end marker late: an
+    honest 0.08 ms call was seen at 0.54 ms of host time per call, and its evaluation was void
+    (``timing:``). Here every timed chunk's end marker is stamped 5 ms late, against calls of
+    about 0.2 ms: the worker's CPU clock, which stands still while it waits for the answer,
+    still tells an honest clock from a lying one."""
+    from maxcode.evaluate.kernelbench import channel
+    from maxcode.evaluate.kernelbench.evidence import End
+
+    handle = channel.Conversation._handle
+
+    def late(self: channel.Conversation, message: Any, stream: Any) -> None:
+        if isinstance(message, End) and message.phase == "K":
+            time.sleep(0.005)
+        handle(self, message, stream)
+
+    monkeypatch.setattr(channel.Conversation, "_handle", late)
+    feedback = judge(CHEATS / fixture)
+    assert feedback.correct, feedback.error
+    timing = [flag for flag in feedback.flags if flag.startswith("timing:")]
+    assert bool(timing) == lies, feedback.flags
+    # The stamps were late indeed: host time saw more than twice what the calls claimed.
+    host = feedback.timings["candidate"].host_s
+    assert host is not None and host > 2 * feedback.timings["candidate"].median_s
 
 
 def test_a_thread_started_during_timing_is_flagged() -> None:

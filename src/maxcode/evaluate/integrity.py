@@ -78,7 +78,8 @@ RULES: dict[str, Rule] = {
         Rule(
             "timing",
             "void",
-            "in-process timings and the parent's clock disagree, or no clock evidence",
+            "in-process timings disagree with a clock the worker cannot touch (its CPU clock "
+            "read by the parent on a CPU, the parent's host time on a GPU), or no clock evidence",
         ),
         Rule(
             "hidden",

@@ -312,6 +312,22 @@ class Conversation:
         rates = self._rates(phase)
         return min(rates) if rates else None
 
+    def cpu_rates(self, phase: str) -> list[float] | None:
+        """The worker's CPU seconds per call between the markers of each chunk of ``phase``.
+        The parent reads the worker's CPU clock as it stamps a marker, while the worker is
+        blocked waiting for the answer: late stamps of a busy parent change nothing, and the
+        time other programs held the worker's CPU is not in it. None when the phase did not
+        complete or the clock could not be read."""
+        if not self.complete(phase):
+            return None
+        rates = []
+        for chunk in self._phase(phase):
+            begin, end = chunk.cpu.get("begin"), chunk.cpu.get("end")
+            if begin is None or end is None:
+                return None
+            rates.append(max(end - begin, 0) / 1e9 / max(chunk.calls, 1))
+        return rates
+
     def _rates(self, phase: str) -> list[float]:
         """Host seconds per call between each chunk's markers ([] when ``phase`` did not
         complete)."""

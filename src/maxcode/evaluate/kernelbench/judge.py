@@ -372,8 +372,9 @@ class Judge:
     ) -> dict[str, dict[str, PairedExcess]]:
         """In-process timings must account for the host time the parent saw. Two views: the
         markers around each chunk's calls (net of the harness's own cost per call) against
-        the claimed median (a clock that lies is void), and the whole span from a chunk's
-        seeds to its outputs, which also covers work moved into making the inputs or into
+        the claimed median, by the worker's CPU clock on a CPU and host time on a GPU
+        (``_clock_lie``: a clock that lies is void), and the whole span from a chunk's seeds
+        to its outputs, which also covers work moved into making the inputs or into
         sending the outputs. The span's parts outside the calls (``OUTSIDE_PARTS``) are
         compared with the reference's pair by pair (``paired_excess``), each by two clocks:
         host time (sees work of any kind, GPU work and other processes on the worker's CPU
@@ -407,12 +408,9 @@ class Judge:
             [sum(times) / len(times) for times in candidate.conversation.chunk_times("K") if times]
             or [0.0]
         )
-        if _too_fast(claimed, window, calls, 0.0):
-            self.verdict.flag(
-                "timing",
-                f"in-process timings disagree with host time ({claimed * 1e3:.3f} ms "
-                f"claimed, {window * 1e3:.3f} ms seen per call)",
-            )
+        lie = self._clock_lie(reference, candidate, claimed, window, calls)
+        if lie is not None:
+            self.verdict.flag("timing", f"in-process timings disagree with {lie}")
             return {}
         excesses = {
             part: {
@@ -440,6 +438,38 @@ class Judge:
                 f"intervals' low ends), beside the {claimed * 1e3:.3f} ms it claimed",
             )
         return excesses
+
+    def _clock_lie(
+        self, reference: Side, candidate: Side, claimed: float, window: float, calls: int
+    ) -> str | None:
+        """The clock that the claimed seconds per call disagree with (``_too_fast``), in
+        words; None when they agree. On a CPU, the worker's CPU clock between the markers,
+        net of the harness's own CPU per call (the reference's identity model): the parent
+        stamps the markers as its serving thread gets to them, and on a loaded machine an
+        honest chunk of tiny calls was seen at 0.54 ms of host time per call for the 0.08
+        ms its calls took, while the worker's CPU clock stands still outside its calls (the
+        time other programs held its CPU is not in it, and the worker waits for the answer
+        to each marker). On a GPU, host time (kernels run on no CPU clock)."""
+        assert reference.conversation is not None and candidate.conversation is not None
+        if self.settings.device == "cpu":
+            theirs, ours = (
+                side.cpu_rates(phase)
+                for side, phase in ((reference.conversation, "O"), (candidate.conversation, "K"))
+            )
+            if not ours:
+                return "the worker's CPU clock: it could not be read"
+            seen = max(statistics.median(ours) - min(theirs or [0.0]), 0.0)
+            if _too_fast(claimed, seen, calls, 0.0):
+                return (
+                    f"the worker's CPU clock ({claimed * 1e3:.3f} ms claimed, "
+                    f"{seen * 1e3:.3f} ms of CPU time per call)"
+                )
+            return None
+        if _too_fast(claimed, window, calls, 0.0):
+            return (
+                f"host time ({claimed * 1e3:.3f} ms claimed, {window * 1e3:.3f} ms seen per call)"
+            )
+        return None
 
     def _resources(self, candidate: Side) -> None:
         report, result = candidate.report, candidate.sandbox

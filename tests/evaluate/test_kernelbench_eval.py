@@ -143,6 +143,36 @@ def test_maxcode_eval_json_has_the_contract_fields_and_the_compile_baseline(
     assert all(set(done) == {"speedup", "interval"} for done in printed["per_round"])
 
 
+def test_the_compile_baseline_is_measured_once_per_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch.compile of the reference is the reference's alone: a task's first clean round
+    times it, later evaluations show the kept timing and their own speedup over it, and their
+    reference runs no compiled calls."""
+    from maxcode.evaluate.kernelbench import evaluator
+
+    make_hermetic(monkeypatch, tmp_path / "home")
+    schedules: list[Schedule] = []
+
+    class Recorded(Schedule):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            schedules.append(self)
+
+    monkeypatch.setattr(evaluator, "Schedule", Recorded)
+    problem = write_problem(tmp_path, "return x @ x.T")
+    source = model_new("return torch.mm(x, x.t())")
+    first, second = (judge(source, problem, compile_baseline=True) for _ in range(2))
+    timed = [{phase for _, phase, _ in schedule.order} for schedule in schedules]
+    assert timed == [{"K", "O", "C"}, {"K", "O"}]
+    for feedback in (first, second):
+        assert feedback.correct and feedback.suspect is None, (feedback.error, feedback.flags)
+        assert feedback.speedup_vs_compile is not None and feedback.speedup_vs_compile > 0
+    assert second.timings["compile"] == first.timings["compile"]
+    ratio = first.timings["compile"].median_s / first.timings["reference"].median_s
+    assert second.speedup_vs_compile == pytest.approx(ratio * second.speedup)
+
+
 @pytest.mark.parametrize(
     ("fixture", "wrong_because", "flag"),
     [

@@ -19,7 +19,8 @@ Protocol (one call of ``evaluate_kernelbench``):
    seeds; the side whose turn it is not waits on its descriptor 3. Each chunk's seeds are sent
    just before it, the kept outputs named only after it ran. Timing stops when the speedup's
    95% interval is within +-2% (or at a cap). Then the reference times an identity model (the
-   harness's overhead per call) and, when asked, ``torch.compile``.
+   harness's overhead per call) and, when asked, ``torch.compile`` (once per task:
+   ``_compile_baseline``).
 4. Judgement in the parent (``judge.py``) with the parent's own torch (imported while the
    workers start up).
 
@@ -45,6 +46,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from maxcode.errors import MaxcodeError, TaskError
 from maxcode.evaluate.cpp import timing_cpu
 from maxcode.evaluate.integrity import finding
@@ -69,7 +72,7 @@ from maxcode.evaluate.sandbox import Sandbox, hidden_from_others
 from maxcode.tasks.kernelbench import rescaled
 from maxcode.tasks.model import Task
 from maxcode.tasks.scaling import Scaling
-from maxcode.types import Feedback
+from maxcode.types import Feedback, TimingStats
 
 
 def check_device(
@@ -238,12 +241,14 @@ def _one_round(
             )
             return judge.compile_check(checked)
         key = roofline.roofline_key(task, settings)
+        compiled = roofline.known(key, "compile") if settings.compile_baseline else None
+        measure_compile = settings.compile_baseline and compiled is None
         schedule = Schedule(plan, settings.stopping(), opened=False)
         check_seeds = written.seeds.check
-        phases = ("K", "O", "C") if settings.compile_baseline else ("K", "O")
+        phases = ("K", "O", "C") if measure_compile else ("K", "O")
         reference_spec = {
             **common,
-            "compile_baseline": settings.compile_baseline,
+            "compile_baseline": measure_compile,
             "roofline": roofline.known(key) is None,
         }
         # Both workers at once, on the timing CPU; the schedule alternates their
@@ -297,6 +302,8 @@ def _one_round(
         reference.report.roofline = roofline.remember(key, reference.report.roofline)
         judge = Judge.start(torch, task, settings, digest, sandbox, plan)
         feedback = judge.judge(reference, judged)
+        if settings.compile_baseline:
+            feedback = _compile_baseline(feedback, key, compiled)
         clock.mark("judging")
         if feedback.correct and settings.profile and settings.device == "cuda":
             feedback = roofline.with_kernel_metrics(feedback, runner, common, candidate, cache)
@@ -306,6 +313,35 @@ def _one_round(
         for conversation in conversations:
             conversation.release()
         written.remove()
+
+
+def _compile_baseline(
+    feedback: Feedback, key: tuple[str, str, str], compiled: dict[str, Any] | None
+) -> Feedback:
+    """The torch.compile baseline is the reference's alone: measured in a task's first clean
+    round (no finding of a candidate's that could have slowed the reference's calls) and kept
+    per task (``roofline.remember``), so that a search's later candidates do not pay for it
+    (about 4 s a round for a small CPU problem here, more for a fused one). A later round
+    shows the kept timing and reports ``speedup_vs_compile`` as the kept ratio of compiled to
+    eager time times its own speedup, as ``rounds.combine`` does across rounds."""
+    timings = feedback.timings
+    if compiled is None:
+        if rounds.clean(feedback) and "compile" in timings and "reference" in timings:
+            measured = {
+                "compile": timings["compile"].model_dump(),
+                "eager_s": timings["reference"].median_s,
+            }
+            roofline.remember(key, measured, "compile")
+        return feedback
+    try:
+        stats = TimingStats.model_validate(compiled["compile"])
+        eager_s = float(compiled["eager_s"])
+    except (KeyError, TypeError, ValueError, ValidationError):
+        return feedback
+    update: dict[str, Any] = {"timings": {**timings, "compile": stats}}
+    if rounds.clean(feedback) and eager_s > 0:
+        update["speedup_vs_compile"] = stats.median_s / eager_s * feedback.speedup
+    return feedback.model_copy(update=update)
 
 
 PHASES = {

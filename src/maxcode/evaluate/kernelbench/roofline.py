@@ -26,10 +26,12 @@ moved once at the measured rate) by more than this factor is flagged and its rew
 there. The timed calls flush the L2 cache first, so those bytes must come from device memory;
 1.5 leaves room for a kernel that streams better than the measured copy and sum."""
 
-_ROOFLINES: dict[tuple[str, str, str], dict[str, Any]] = {}
-"""The reference's measured work and this device's rates, per reference, shapes and device:
-the same for every candidate of a task, so they are measured once (kept in this process and
-in the cache folder, where no sandboxed run can write)."""
+_MEASURED: dict[Path, dict[str, Any]] = {}
+"""What the reference alone decides, per kind, reference, shapes and device: the same for every
+candidate of a task, so it is measured once (kept in the cache folder, where no sandboxed run
+can write, and in this process by the file's path). Kinds: ``roofline`` (the reference's work
+and this device's rates) and ``compile`` (the reference under torch.compile against eager,
+``evaluator``)."""
 
 
 def roofline_key(task: Task, settings: KernelBenchSettings) -> tuple[str, str, str]:
@@ -37,42 +39,50 @@ def roofline_key(task: Task, settings: KernelBenchSettings) -> tuple[str, str, s
     return hashlib.sha256(task.reference.encode()).hexdigest(), shapes, settings.device
 
 
-def _stored(key: tuple[str, str, str]) -> Path:
-    """The file of a task's measurement, named after the key and the worker's own code (what
-    measures it: a new harness measures again)."""
+def _stored(key: tuple[str, str, str], kind: str) -> Path:
+    """The file of a task's measurement, named after the key, the worker's own code (what
+    measures it: a new harness measures again) and torch's version."""
+    import importlib.metadata
     import importlib.resources
 
     from maxcode.config import cache_dir
 
     worker = importlib.resources.files("maxcode.evaluate.kernelbench").joinpath("worker.py")
-    named = json.dumps([*key, hashlib.sha256(worker.read_bytes()).hexdigest()])
+    try:
+        version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        version = ""
+    named = json.dumps([*key, hashlib.sha256(worker.read_bytes()).hexdigest(), version])
     name = hashlib.sha256(named.encode()).hexdigest()[:24]
-    return cache_dir("kernelbench") / f"roofline-{name}.json"
+    return cache_dir("kernelbench") / f"{kind}-{name}.json"
 
 
-def known(key: tuple[str, str, str]) -> dict[str, Any] | None:
-    if key not in _ROOFLINES:
+def known(key: tuple[str, str, str], kind: str = "roofline") -> dict[str, Any] | None:
+    path = _stored(key, kind)
+    if path not in _MEASURED:
         try:
-            stored = json.loads(_stored(key).read_text(encoding="utf-8"))
+            stored = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
         if isinstance(stored, dict):
-            _ROOFLINES[key] = stored
-    return _ROOFLINES.get(key)
+            _MEASURED[path] = stored
+    return _MEASURED.get(path)
 
 
-def remember(key: tuple[str, str, str], measured: object) -> dict[str, Any] | None:
+def remember(
+    key: tuple[str, str, str], measured: object, kind: str = "roofline"
+) -> dict[str, Any] | None:
     """Keep the first measurement of a task; returns the one kept."""
-    if isinstance(measured, dict) and known(key) is None:
-        _ROOFLINES[key] = measured
-        path = _stored(key)
+    path = _stored(key, kind)
+    if isinstance(measured, dict) and known(key, kind) is None:
+        _MEASURED[path] = measured
         try:
             staging = path.with_suffix(f".{os.getpid()}.tmp")
             staging.write_text(json.dumps(measured), encoding="utf-8")
             os.replace(staging, path)
         except OSError:
             pass  # kept in this process only
-    return _ROOFLINES.get(key)
+    return _MEASURED.get(path)
 
 
 def roofline(measured: object, candidate_s: float) -> Roofline | None:

@@ -160,7 +160,8 @@ def test_the_compile_baseline_is_measured_once_per_task(
             schedules.append(self)
 
     monkeypatch.setattr(evaluator, "Schedule", Recorded)
-    problem = write_problem(tmp_path, "return x @ x.T")
+    # Shapes of its own: measurements per task are kept in the process too.
+    problem = write_problem(tmp_path, "return x @ x.T", inputs="[torch.randn(24, 40)]")
     source = model_new("return torch.mm(x, x.t())")
     first, second = (judge(source, problem, compile_baseline=True) for _ in range(2))
     timed = [{phase for _, phase, _ in schedule.order} for schedule in schedules]

@@ -26,10 +26,10 @@ moved once at the measured rate) by more than this factor is flagged and its rew
 there. The timed calls flush the L2 cache first, so those bytes must come from device memory;
 1.5 leaves room for a kernel that streams better than the measured copy and sum."""
 
-_MEASURED: dict[Path, dict[str, Any]] = {}
+_MEASURED: dict[tuple[str, tuple[str, str, str]], dict[str, Any]] = {}
 """What the reference alone decides, per kind, reference, shapes and device: the same for every
-candidate of a task, so it is measured once (kept in the cache folder, where no sandboxed run
-can write, and in this process by the file's path). Kinds: ``roofline`` (the reference's work
+candidate of a task, so it is measured once (kept in this process and in the cache folder,
+where no sandboxed run can write). Kinds: ``roofline`` (the reference's work
 and this device's rates) and ``compile`` (the reference under torch.compile against eager,
 ``evaluator``)."""
 
@@ -58,31 +58,30 @@ def _stored(key: tuple[str, str, str], kind: str) -> Path:
 
 
 def known(key: tuple[str, str, str], kind: str = "roofline") -> dict[str, Any] | None:
-    path = _stored(key, kind)
-    if path not in _MEASURED:
+    if (kind, key) not in _MEASURED:
         try:
-            stored = json.loads(path.read_text(encoding="utf-8"))
+            stored = json.loads(_stored(key, kind).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
         if isinstance(stored, dict):
-            _MEASURED[path] = stored
-    return _MEASURED.get(path)
+            _MEASURED[kind, key] = stored
+    return _MEASURED.get((kind, key))
 
 
 def remember(
     key: tuple[str, str, str], measured: object, kind: str = "roofline"
 ) -> dict[str, Any] | None:
     """Keep the first measurement of a task; returns the one kept."""
-    path = _stored(key, kind)
     if isinstance(measured, dict) and known(key, kind) is None:
-        _MEASURED[path] = measured
+        _MEASURED[kind, key] = measured
+        path = _stored(key, kind)
         try:
             staging = path.with_suffix(f".{os.getpid()}.tmp")
             staging.write_text(json.dumps(measured), encoding="utf-8")
             os.replace(staging, path)
         except OSError:
             pass  # kept in this process only
-    return _MEASURED.get(path)
+    return _MEASURED.get((kind, key))
 
 
 def roofline(measured: object, candidate_s: float) -> Roofline | None:

@@ -452,10 +452,8 @@ class Judge:
         to each marker). On a GPU, host time (kernels run on no CPU clock)."""
         assert reference.conversation is not None and candidate.conversation is not None
         if self.settings.device == "cpu":
-            theirs, ours = (
-                side.cpu_rates(phase)
-                for side, phase in ((reference.conversation, "O"), (candidate.conversation, "K"))
-            )
+            theirs = reference.conversation.cpu_rates("O")
+            ours = candidate.conversation.cpu_rates("K")
             if not ours:
                 return "the worker's CPU clock: it could not be read"
             seen = max(statistics.median(ours) - min(theirs or [0.0]), 0.0)

@@ -3,6 +3,7 @@ cap it puts on a CUDA candidate's reward, and the candidate's kernels under Nsig
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -39,20 +40,26 @@ def roofline_key(task: Task, settings: KernelBenchSettings) -> tuple[str, str, s
     return hashlib.sha256(task.reference.encode()).hexdigest(), shapes, settings.device
 
 
-def _stored(key: tuple[str, str, str], kind: str) -> Path:
-    """The file of a task's measurement, named after the key, the worker's own code (what
-    measures it: a new harness measures again) and torch's version."""
+@functools.cache
+def _measurer() -> tuple[str, str]:
+    """What measures a task: the worker's own code (a new harness measures again) and torch's
+    version. Read once per process, not on every round's lookup."""
     import importlib.metadata
     import importlib.resources
-
-    from maxcode.config import cache_dir
 
     worker = importlib.resources.files("maxcode.evaluate.kernelbench").joinpath("worker.py")
     try:
         version = importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:
         version = ""
-    named = json.dumps([*key, hashlib.sha256(worker.read_bytes()).hexdigest(), version])
+    return hashlib.sha256(worker.read_bytes()).hexdigest(), version
+
+
+def _stored(key: tuple[str, str, str], kind: str) -> Path:
+    """The file of a task's measurement, named after the key and what measures it."""
+    from maxcode.config import cache_dir
+
+    named = json.dumps([*key, *_measurer()])
     name = hashlib.sha256(named.encode()).hexdigest()[:24]
     return cache_dir("kernelbench") / f"{kind}-{name}.json"
 

@@ -62,8 +62,9 @@ def test_answers_made_while_the_harness_makes_inputs_are_seen_by_host_time(
     the timed call (``hook_factory.py`` hides only the call's own work, about the
     reference's); hooking ``Tensor.detach`` (``hook_outputs.py``) moves it after, to when the
     harness sends the outputs. The parent's stamps from a chunk's seeds to its outputs still
-    contain it, pair by pair against the reference's, in two parts (making the inputs,
-    sending the outputs: the quiet one is not drowned in the other's noise), by host time
+    contain it, pair by pair against the reference's, in three parts (making the inputs,
+    between the calls, sending the outputs: the quiet ones are not drowned in the other's
+    noise), by host time
     and by the worker's CPU clock (which also sees ``hook_thread.py``'s work on another CPU,
     beside host time that does not grow). Full-size shapes: the hidden work must stand out
     from the noise of making the inputs and sending the outputs (see the README). Surely more

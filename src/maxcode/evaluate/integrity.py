@@ -84,8 +84,9 @@ RULES: dict[str, Rule] = {
         Rule(
             "hidden",
             "void",
-            "work outside the timed calls (making the inputs, sending the outputs) surely "
-            "more than the calls' own, in two rounds of fresh workers (KernelBench)",
+            "work outside the timed calls (making the inputs, between the calls, sending the "
+            "outputs) surely more than the calls' own, in two rounds of fresh workers "
+            "(KernelBench)",
         ),
         Rule("evidence", "void", "the worker's evidence is missing or malformed"),
         Rule("inputs", "void", "the candidate changed its inputs in place"),

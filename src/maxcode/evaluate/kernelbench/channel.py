@@ -89,8 +89,9 @@ class WarmMemory:
 WARM = WarmMemory()
 
 
-OUTSIDE_PARTS = ("making the inputs", "sending the outputs")
-"""The parts of a chunk's span outside its calls (``Conversation.outside``)."""
+OUTSIDE_PARTS = ("making the inputs", "between the calls", "sending the outputs")
+"""The parts of a chunk's span outside its calls (``Conversation.outside``), split at the
+``begin`` and ``end`` markers."""
 
 
 @dataclass
@@ -233,15 +234,16 @@ class Conversation:
 
     def outside(self, phase: str, clock: str = "host") -> dict[str, list[float]] | None:
         """Seconds per call of each chunk of ``phase`` that its in-process times do not
-        account for, in two parts (``OUTSIDE_PARTS``): making the inputs (the chunk's seeds
-        sent to its begin marker) and the rest (the markers, sending the outputs and freeing
-        the chunk, up to the worker's request for its next chunk), with any work a candidate
-        moved there. ``clock``: "host" (less the calls' reported seconds) or "cpu" (the
-        worker's CPU clock, less its time between the markers: without the time other
-        programs held the worker's CPU). Apart, the quiet part is not drowned in the other's
-        noise: making inputs is the same work on both sides, within a tenth of a millisecond
-        per call, while sending outputs varied by tens of milliseconds per chunk. None when
-        the phase did not complete or a clock could not be read."""
+        account for, in three parts (``OUTSIDE_PARTS``) split at its markers: making the
+        inputs (the chunk's seeds sent to its ``begin`` marker), between the calls (``begin``
+        to ``end`` less the calls' claimed seconds: the harness's loop and clock reads, and
+        whatever a clock that runs slow leaves out) and sending the outputs (``end`` to the
+        worker's request for its next chunk, freeing the chunk included), with any work a
+        candidate moved there. ``clock``: "host" or "cpu" (the worker's CPU clock: without
+        the time other programs held the worker's CPU). Apart, the quiet parts are not
+        drowned in the other's noise: making inputs is the same work on both sides, within a
+        tenth of a millisecond per call, while sending outputs varied by tens of milliseconds
+        per chunk. None when the phase did not complete or a clock could not be read."""
         if not self.complete(phase):
             return None
         parts: dict[str, list[float]] = {part: [] for part in OUTSIDE_PARTS}
@@ -255,9 +257,10 @@ class Conversation:
                 return None
             sent, begin, end, done = (int(stamp or 0) for stamp in stamps)
             calls = max(chunk.calls, 1)
-            inside = sum(chunk.times) if clock == "host" else (end - begin) / 1e9
-            parts[OUTSIDE_PARTS[0]].append((begin - sent) / 1e9 / calls)
-            parts[OUTSIDE_PARTS[1]].append(((done - begin) / 1e9 - inside) / calls)
+            making, between, sending = OUTSIDE_PARTS
+            parts[making].append((begin - sent) / 1e9 / calls)
+            parts[between].append(((end - begin) / 1e9 - sum(chunk.times)) / calls)
+            parts[sending].append((done - end) / 1e9 / calls)
         return parts
 
     def span_cpu(self, phase: str) -> tuple[float, float] | None:

@@ -298,9 +298,12 @@ class Judge:
             # nothing would verify.)
             cost = likely_cost = 0.0
             likely: tuple[str, str, PairedExcess] | None = None
+            parts = []
             for part, by_clock in excesses.items():
                 sure = [e.seconds for e in by_clock.values() if e.low is not None and e.low > 0]
                 cost += max(sure, default=0.0)
+                if max(sure, default=0.0) > 0:
+                    parts.append(f"{part} {max(sure) * 1e3:.3f} ms")
                 clock, most = max(by_clock.items(), key=lambda item: item[1].seconds)
                 likely_cost += max(most.seconds, 0.0)
                 if likely is None or most.seconds > likely[2].seconds:
@@ -312,8 +315,7 @@ class Judge:
                 self.verdict.flag(
                     "outside",
                     f"{cost * 1e3:.3f} ms per call outside the timed calls beyond the "
-                    "reference's (making the inputs, sending the outputs), added to the "
-                    "candidate's time",
+                    f"reference's ({', '.join(parts)}), added to the candidate's time",
                 )
             elif likely is not None and likely_cost > candidate_cost:
                 # Likely more work outside the calls than in them, though pairs too noisy to
@@ -421,7 +423,7 @@ class Judge:
             for part in OUTSIDE_PARTS
         }
         # Surely hidden, per part by the clock that sees more (95% low ends), the parts added:
-        # work split between making the inputs and sending the outputs counts whole.
+        # work split between the parts counts whole.
         lows = {
             part: max((e.low for e in by_clock.values() if e.low), default=0.0)
             for part, by_clock in excesses.items()

@@ -301,9 +301,10 @@ class Judge:
             parts = []
             for part, by_clock in excesses.items():
                 sure = [e.seconds for e in by_clock.values() if e.low is not None and e.low > 0]
-                cost += max(sure, default=0.0)
-                if max(sure, default=0.0) > 0:
-                    parts.append(f"{part} {max(sure) * 1e3:.3f} ms")
+                charge = max(sure, default=0.0)
+                cost += charge
+                if charge > 0:
+                    parts.append(f"{part} {charge * 1e3:.3f} ms")
                 clock, most = max(by_clock.items(), key=lambda item: item[1].seconds)
                 likely_cost += max(most.seconds, 0.0)
                 if likely is None or most.seconds > likely[2].seconds:

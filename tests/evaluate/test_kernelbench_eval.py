@@ -237,10 +237,11 @@ def test_a_candidate_that_patches_the_harness_clock_is_caught_by_host_time() -> 
 def test_a_harness_clock_slowed_by_less_than_half_is_charged_what_it_left_out() -> None:
     """``slow_harness_clock.py`` runs the harness's clock at 0.6 of real time: its claims
     explain more than half of the window, so the clock check passes it, and its claimed
-    speedup (about 1.67x for the reference's own work) scored unflagged in 3 of 5
-    evaluations. What the slow clock leaves out is time between the calls, inside the
-    markers, that the reference's chunks do not have: the worker's CPU clock sees it pair by
-    pair, and it is charged to the candidate (``outside:``, naming the part)."""
+    speedup (about 1.67x for the reference's own work) scored unflagged at 1.52-1.77 in 3 of 8
+    evaluations (host time charged the other 5). What the slow clock leaves out is time
+    between the calls, inside the markers, that the reference's chunks do not have: the
+    worker's CPU clock sees it, and it is charged to the candidate (``outside:``, naming the
+    part)."""
     feedback = judge(CHEATS / "slow_harness_clock.py")
     assert feedback.correct, feedback.error
     charged = [flag for flag in feedback.flags if flag.startswith("outside:")]

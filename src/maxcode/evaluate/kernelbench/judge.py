@@ -429,8 +429,8 @@ class Judge:
         theirs_cpu = spans["CPU time"][0]
         between = OUTSIDE_PARTS[1]
         if theirs_cpu is not None and theirs_cpu[between]:
-            upper = _quantile(theirs_cpu[between], BETWEEN_QUANTILE)
-            theirs_cpu[between] = [upper] * len(theirs_cpu[between])
+            typical = _quantile(theirs_cpu[between], BETWEEN_QUANTILE)
+            theirs_cpu[between] = [typical] * len(theirs_cpu[between])
         excesses = {
             part: {
                 clock: paired_excess(theirs[part], ours[part], OUTSIDE_BIAS)

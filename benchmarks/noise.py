@@ -20,11 +20,17 @@ Run it on a machine nothing else is using (it measures the machine's own noise):
     python benchmarks/noise.py --case pair_count_quadratic --condition idle --runs 3
     python benchmarks/noise.py --json               # one JSON object on stdout
     python benchmarks/noise.py --case 1_ScaledGELU --condition idle --repeats 400
+    python benchmarks/noise.py --alternate MAXCODE_ROUNDS_AHEAD=0   # two ways, side by side
+
+``--alternate NAME=VALUE`` makes every evaluation twice in a row, as configured and with that
+environment variable set, and prints a row for each way: two settings compared under the
+same drift of the machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -130,9 +136,13 @@ def cases(folder: Path) -> list[Case]:
 
 
 def evaluate(
-    case: Case, repeats: int | None = None, rounds: int | None = None
+    case: Case,
+    repeats: int | None = None,
+    rounds: int | None = None,
+    setting: dict[str, str] | None = None,
 ) -> tuple[dict[str, object] | None, float, str]:
-    """One ``maxcode eval --json`` of a case: its JSON (None on failure), seconds, error."""
+    """One ``maxcode eval --json`` of a case (``setting``: environment variables set for it):
+    its JSON (None on failure), seconds, error."""
     started = time.perf_counter()
     fixed = ["--repeats", str(repeats), "--no-compile-baseline"] if repeats else []
     if rounds and case.name in KERNELBENCH_PROBLEMS:
@@ -142,6 +152,7 @@ def evaluate(
         capture_output=True,
         text=True,
         check=False,
+        env={**os.environ, **(setting or {})},
     )
     seconds = time.perf_counter() - started
     if done.returncode != 0:
@@ -169,29 +180,44 @@ class Spinner:
 
 
 def measure(
-    case: Case, condition: str, runs: int, repeats: int | None = None, rounds: int | None = None
-) -> Measured:
-    measured = Measured(case.name, condition)
+    case: Case,
+    condition: str,
+    runs: int,
+    repeats: int | None = None,
+    rounds: int | None = None,
+    ways: tuple[dict[str, str], ...] = ({},),
+) -> list[Measured]:
+    """``runs`` evaluations of ``case`` each way (environment variables set), alternated."""
+    named = [
+        Measured(case.name + "".join(f" {name}={value}" for name, value in way.items()), condition)
+        for way in ways
+    ]
     for _ in range(runs):
-        result, seconds, error = evaluate(case, repeats, rounds)
-        measured.seconds.append(seconds)
-        if result is None:
-            measured.errors.append(error)
-            continue
-        measured.speedups.append(float(result["speedup"]))  # type: ignore[arg-type]
-        interval = result.get("speedup_interval")
-        measured.intervals.append(list(interval) if interval else None)  # type: ignore[call-overload]
-        # C++: timed rounds (a process each); KernelBench: rounds of fresh worker pairs.
-        rounds_run = result.get("rounds") or result.get("repeats") or 0
-        measured.rounds.append(int(rounds_run))  # type: ignore[call-overload]
-        each = result.get("per_round") or []
-        measured.per_round.append([float(done["speedup"]) for done in each])  # type: ignore[attr-defined]
-    return measured
+        for measured, way in zip(named, ways):
+            _add(measured, *evaluate(case, repeats, rounds, way))
+    return named
+
+
+def _add(measured: Measured, result: dict[str, object] | None, seconds: float, error: str) -> None:
+    """One evaluation's outcome into ``measured``."""
+    measured.seconds.append(seconds)
+    if result is None:
+        measured.errors.append(error)
+        return
+    measured.speedups.append(float(result["speedup"]))  # type: ignore[arg-type]
+    interval = result.get("speedup_interval")
+    measured.intervals.append(list(interval) if interval else None)  # type: ignore[call-overload]
+    # C++: timed rounds (a process each); KernelBench: rounds of fresh worker pairs.
+    rounds_run = result.get("rounds") or result.get("repeats") or 0
+    measured.rounds.append(int(rounds_run))  # type: ignore[call-overload]
+    each = result.get("per_round") or []
+    measured.per_round.append([float(done["speedup"]) for done in each])  # type: ignore[attr-defined]
 
 
 def table(results: list[Measured], conditions: list[str]) -> str:
     """Per case, each condition side by side."""
-    head = f"{'case':<22}" + "".join(
+    width = max([22, *(len(measured.case) for measured in results)])
+    head = f"{'case':<{width}}" + "".join(
         f" | {condition + ' max/min':>15} {'min':>6} {'max':>6} {'in CI':>5} {'rounds':>6} "
         f"{'s/eval':>6} {'sd%':>5} {'round':>5} {'shared':>6}"
         for condition in conditions
@@ -201,7 +227,7 @@ def table(results: list[Measured], conditions: list[str]) -> str:
     for measured in results:
         by_case.setdefault(measured.case, {})[measured.condition] = measured
     for name, by_condition in by_case.items():
-        line = f"{name:<22}"
+        line = f"{name:<{width}}"
         for condition in conditions:
             measured = by_condition.get(condition)
             if measured is None or measured.spread is None:
@@ -249,8 +275,19 @@ def main() -> None:
         help="KernelBench: rounds of fresh worker pairs per evaluation (default: maxcode "
         "eval's, the number a reported speedup takes)",
     )
+    parser.add_argument(
+        "--alternate",
+        metavar="NAME=VALUE",
+        help="each evaluation also made with this environment variable set, right after",
+    )
     options = parser.parse_args()
     conditions = options.condition or list(CONDITIONS)
+    ways: tuple[dict[str, str], ...] = ({},)
+    if options.alternate:
+        name, equals, value = options.alternate.partition("=")
+        if not equals or not name:
+            parser.error("--alternate takes NAME=VALUE")
+        ways = ({}, {name: value})
     with tempfile.TemporaryDirectory(prefix="maxcode-noise-") as folder:
         chosen = [
             case for case in cases(Path(folder)) if not options.case or case.name in options.case
@@ -260,17 +297,11 @@ def main() -> None:
         results: list[Measured] = []
         for condition in conditions:
             print(f"{condition}: {len(chosen)} case(s) x {options.runs} runs", file=sys.stderr)
-            if condition == "loaded":
-                with Spinner():
-                    results += [
-                        measure(case, condition, options.runs, options.repeats, options.rounds)
-                        for case in chosen
-                    ]
-            else:
-                results += [
-                    measure(case, condition, options.runs, options.repeats, options.rounds)
-                    for case in chosen
-                ]
+            with Spinner() if condition == "loaded" else contextlib.nullcontext():
+                for case in chosen:
+                    results += measure(
+                        case, condition, options.runs, options.repeats, options.rounds, ways
+                    )
     for measured in results:
         for error in measured.errors:
             print(f"{measured.case} ({measured.condition}): {error}", file=sys.stderr)

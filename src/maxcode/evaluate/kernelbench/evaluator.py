@@ -154,9 +154,11 @@ def evaluate_kernelbench(
     settings: KernelBenchSettings | None = None,
     sandbox: Sandbox | None = None,
     cpu: int | None = None,
+    startup_cpu: int | None = None,
 ) -> Feedback:
     """Judge ``candidate`` (Python source defining ``ModelNew``) against the task's ``Model``;
-    both are pinned to ``cpu`` (None: the last CPU this process may use). ``settings.rounds``
+    both are pinned to ``cpu`` (None: the last CPU this process may use). On a CPU, rounds
+    after the first start up ahead on ``startup_cpu`` (``_startup_cpu``). ``settings.rounds``
     evaluations run one after the other, combined (``rounds.Tally``); the first that is not
     a clean correct verdict ends them and is the evaluation's, except a void that a round of
     fresh workers must confirm (``rounds.CONFIRMED``), which runs one round more."""
@@ -181,7 +183,7 @@ def evaluate_kernelbench(
         other = rescaled(task, settings.check_scale)  # before anything runs: a bad scale fails
     tally = rounds.Tally(1 if settings.compile_only else settings.rounds)
     later = replace(settings, compile_baseline=False, profile=False)
-    spare = _startup_cpu(pinned, settings)
+    spare = _startup_cpu(pinned, settings, _first_cpu() if cpu is None else startup_cpu)
     ahead: _Round | None = None
     try:
         while tally.more():
@@ -198,10 +200,16 @@ def evaluate_kernelbench(
             if ahead is not None and ahead is not current:
                 ahead.abandon()
             ahead = None
-            current.go(pinned)
+            try:
+                current.go(pinned)
+            except BaseException:
+                current.abandon()
+                raise
             if spare is not None and len(tally.done) + 1 < tally.wanted:
-                # The next round's workers start up on the spare CPU while this one runs.
+                # The next round's workers start up on the spare CPU while this one runs; this
+                # one's window goes on while they do (the timing CPU would idle meanwhile).
                 ahead = _start_round(task, candidate, later, sandbox, spare, paths, ahead=True)
+                current.schedule.linger = ahead.starting_up
             tally.add(current.result(torch))
     finally:
         if ahead is not None:
@@ -212,22 +220,27 @@ def evaluate_kernelbench(
     return _at_other_shapes(combined, other, candidate, later, sandbox, pinned, paths, torch)
 
 
-def _startup_cpu(pinned: int | None, settings: KernelBenchSettings) -> int | None:
-    """Where a round launched ahead of its turn starts up (None: no round is launched ahead):
-    on a CPU, the first this process may use, when it is not the timing CPU.
-    ``MAXCODE_ROUNDS_AHEAD=0`` launches every round on its turn (to measure what this is
-    worth). A search's executor times on the last CPUs and leaves the first to its own
-    process when it can (``LocalExecutor``); a round launched ahead then imports torch there
-    while the current round's calls are timed."""
-    if settings.device != "cpu" or settings.compile_only or pinned is None:
+def _startup_cpu(
+    pinned: int | None, settings: KernelBenchSettings, given: int | None
+) -> int | None:
+    """Where a round launched ahead of its turn starts up (None: every round is launched on
+    its turn): on a CPU, ``given`` (a caller that pins its evaluations knows which CPU none
+    times on: ``LocalExecutor`` leaves the first to its own process when it can), or, when
+    the evaluation picked its own timing CPU (the last), the first this process may use.
+    Never the timing CPU. ``MAXCODE_ROUNDS_AHEAD=0`` launches every round on its turn (to
+    measure what launching ahead is worth)."""
+    if settings.device != "cpu" or settings.compile_only or pinned is None or given is None:
         return None
     if os.environ.get("MAXCODE_ROUNDS_AHEAD", "1") == "0":
         return None
+    return None if given == pinned else given
+
+
+def _first_cpu() -> int | None:
     try:
-        first = min(os.sched_getaffinity(0))
+        return min(os.sched_getaffinity(0))
     except (AttributeError, OSError, ValueError):
         return None
-    return None if first == pinned else first
 
 
 def _at_other_shapes(
@@ -392,6 +405,14 @@ class _Round:
             self.clock.mark("queued")
         for conversation in self.conversations:
             conversation.go(cpu)
+
+    def starting_up(self) -> bool:
+        """Whether a worker of this round is still importing torch (neither waiting at its
+        gate nor gone)."""
+        return any(
+            conversation.imported_at is None and not run.done()
+            for conversation, run in zip(self.conversations, self.runs)
+        )
 
     def abandon(self) -> None:
         """A round launched ahead that will not run: its workers are refused at the gate and

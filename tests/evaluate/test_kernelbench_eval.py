@@ -20,7 +20,7 @@ from maxcode.evaluate.kernelbench.rounds import REPORTED_ROUNDS
 from maxcode.evaluate.kernelbench.schedule import Schedule
 from maxcode.tasks import load_task
 from maxcode.types import Feedback
-from tests.helpers import REPO, make_hermetic, processes_with, run_maxcode, write_problem
+from tests.helpers import REPO, make_hermetic, run_maxcode, write_problem
 
 pytest.importorskip("torch")
 
@@ -359,75 +359,6 @@ def test_both_workers_of_a_round_share_the_layout_drawn_for_it(tmp_path: Path) -
     identical = problem.read_text() + "\n\nclass ModelNew(Model):\n    pass\n"
     assert judge(identical, problem, repeats=2, rounds=2).correct
     assert not judge(model_new("return x + 0"), problem, repeats=2).correct
-
-
-def _launches(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every round the evaluator launches, as launched (``evaluator._start_round`` spied)."""
-    from maxcode.evaluate.kernelbench import evaluator
-
-    launched: list[Any] = []
-    real = evaluator._start_round
-
-    def spied(*arguments: Any, **how: Any) -> Any:
-        launched.append(real(*arguments, **how))
-        return launched[-1]
-
-    monkeypatch.setattr(evaluator, "_start_round", spied)
-    return launched
-
-
-def _two_cpus() -> tuple[int, int]:
-    """The timing CPU and the one rounds launched ahead start up on (skips with one CPU)."""
-    import os
-
-    from maxcode.evaluate.cpp import timing_cpu
-
-    pinned, first = timing_cpu(), min(os.sched_getaffinity(0))
-    if pinned is None or pinned == first:
-        pytest.skip("rounds are launched ahead only with a CPU besides the timing CPU")
-    return pinned, first
-
-
-def test_rounds_launched_ahead_run_on_the_timing_cpu(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Each round after the first is launched while the round before runs, its two workers
-    starting up on another CPU; they must both be timed on the timing CPU all the same. The
-    problem's output is the sum of the CPUs its worker may run on; the candidate's is the
-    timing CPU's number only when it is pinned there alone: right in every round only if
-    both workers were moved."""
-    pinned, first = _two_cpus()
-    launched = _launches(monkeypatch)
-    problem = write_problem(tmp_path, "return x + sum(__import__('os').sched_getaffinity(0))")
-    moved = f"{pinned} if __import__('os').sched_getaffinity(0) == {{{pinned}}} else x - 1"
-    judged = judge(model_new(f"return x + ({moved})"), problem, repeats=2, rounds=3)
-    assert judged.correct and judged.rounds == 3, judged.error
-    assert [(round.ahead, round.runner.cpu) for round in launched] == [
-        (False, pinned),
-        (True, first),
-        (True, first),
-    ]
-
-
-def test_a_round_launched_ahead_and_not_needed_leaves_nothing(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A wrong first round is the verdict; the round launched ahead beside it is refused at
-    its gate, in the background: its workers end after their import, its job folder goes."""
-    import threading
-
-    _two_cpus()
-    launched = _launches(monkeypatch)
-    wrong = judge(model_new("return x + 1"), repeats=2, rounds=3)
-    assert not wrong.correct and wrong.rounds == 1
-    assert [round.ahead for round in launched] == [False, True]
-    for thread in threading.enumerate():
-        if thread.name == "maxcode-kb-abandoned":
-            thread.join(timeout=120)
-    folder = launched[1].written.folder
-    assert not folder.exists() and processes_with(str(folder)) == []
-    refused = [run.result().report for run in launched[1].runs]
-    assert all(report is not None and report.stage == "channel_error" for report in refused)
 
 
 _LAYOUT_PROBE = """

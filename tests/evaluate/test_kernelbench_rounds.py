@@ -158,27 +158,13 @@ def test_a_round_set_aside_takes_no_first_round_measurement_with_it(
     results = iter([void(HIDDEN), measured(1.0, (0.98, 1.02)), measured(1.0, (0.98, 1.02))])
     asked: list[bool] = []
 
-    class Started:
-        """A round whose verdict is the next of ``results``, asked for only when it runs."""
+    def one_round(
+        task: object, candidate: str, settings: KernelBenchSettings, *rest: object
+    ) -> Feedback:
+        asked.append(settings.compile_baseline)
+        return next(results)
 
-        def __init__(self, settings: KernelBenchSettings) -> None:
-            self.settings = settings
-
-        def go(self, cpu: int | None) -> None:
-            asked.append(self.settings.compile_baseline)
-
-        def result(self, torch: object) -> Feedback:
-            return next(results)
-
-        def abandon(self) -> None:
-            pass
-
-    def start_round(
-        task: object, candidate: str, settings: KernelBenchSettings, *rest: object, **how: bool
-    ) -> Started:
-        return Started(settings)
-
-    monkeypatch.setattr(evaluator, "_start_round", start_round)
+    monkeypatch.setattr(evaluator, "_one_round", one_round)
     settings = KernelBenchSettings(rounds=2, compile_baseline=True)
     task = load_task(str(PROBLEM))
     combined = evaluator.evaluate_kernelbench(task, "", settings=settings)

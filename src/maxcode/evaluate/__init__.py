@@ -54,7 +54,6 @@ def evaluate_task(
     backend: str | None = None,
     rounds: int | None = None,
     check_scale: float | None = None,
-    startup_cpu: int | None = None,
 ) -> Feedback:
     """Judge a candidate's source against a loaded task (``cpu``: where timed runs are pinned;
     None picks one). KernelBench only: ``compile_baseline`` also times ``torch.compile`` of the
@@ -64,9 +63,7 @@ def evaluate_task(
     ``rounds`` timing windows with fresh workers are combined (None: one). C++ and project
     tasks start fresh processes every timed round already and take no ``rounds``.
     ``check_scale``: a correct KernelBench candidate is also checked at the problem's sizes
-    times this (untimed; wrong there is a ``shapes`` warning). ``startup_cpu``: a CPU no
-    evaluation times on, where a KernelBench evaluation's later rounds start up ahead of their
-    turn (with ``cpu`` None, the first CPU when it is not the timing CPU)."""
+    times this (untimed; wrong there is a ``shapes`` warning)."""
     if check_scale is not None and task.kind != "kernelbench":
         raise MaxcodeError(f"{task.name}: --check-scale is for KernelBench tasks")
     if task.kind == "cpp":
@@ -114,12 +111,7 @@ def evaluate_task(
             check_scale=check_scale,
         )
         return evaluate_kernelbench(
-            task,
-            candidate_source,
-            settings=settings,
-            sandbox=sandbox,
-            cpu=cpu,
-            startup_cpu=startup_cpu,
+            task, candidate_source, settings=settings, sandbox=sandbox, cpu=cpu
         )
     raise MaxcodeError(f"{task.name}: unknown task kind {task.kind}")
 
@@ -155,7 +147,6 @@ def evaluate(
     backend: str | None = None,
     rounds: int | None = None,
     check_scale: float | None = None,
-    startup_cpu: int | None = None,
 ) -> Feedback:
     """``maxcode eval``: load the task and the candidate file, then judge the candidate.
 

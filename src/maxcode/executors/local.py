@@ -37,9 +37,6 @@ class LocalExecutor(Executor):
         # The last CPUs for timing, one per slot, leaving the first to this process when we can.
         spare = cpus[1:] if len(cpus) > workers else cpus
         self._free: list[int | None] = [spare[-(slot % len(spare)) - 1] for slot in range(workers)]
-        # The first CPU, when no slot times on it: a KernelBench evaluation's later rounds
-        # start up there ahead of their turn (evaluator ``_startup_cpu``).
-        self._startup_cpu = cpus[0] if len(cpus) > workers else None
         self._slots: asyncio.Semaphore | None = None
 
     async def setup(self) -> None:
@@ -54,7 +51,6 @@ class LocalExecutor(Executor):
             job.source,
             sandbox=self._sandbox(job),
             cpu=cpu,
-            startup_cpu=self._startup_cpu,
             **job.settings(),  # type: ignore[arg-type]
         )
 

@@ -5,9 +5,8 @@ in a thread of the parent. The conversation holds the secrets the worker must no
 (the check seeds until the model is built and warmed up, each chunk's seeds until it is the
 worker's turn to run that chunk, which timed calls' outputs are checked, ever: the worker sends
 them all, and the parent keeps those it drew) and
-stamps every message with the parent's clock. It follows a fixed order (``imported``, answered
-once the round is the worker's to run (``go``), ``ready``, then per chunk ``next``, ``begin``,
-``end`` with the calls' times, ``outputs``); a message out of that
+stamps every message with the parent's clock. It follows a fixed order (``ready``, then per
+chunk ``next``, ``begin``, ``end`` with the calls' times, ``outputs``); a message out of that
 order, a malformed one or more bytes than asked for ends it, and what went wrong is kept as
 ``problem`` (an ``evidence`` finding). The turns of the two workers' chunks are the
 ``Schedule``'s (``schedule.py``): a ``next`` is answered when it is that worker's turn.
@@ -35,7 +34,6 @@ from maxcode.evaluate.kernelbench.evidence import (
     AnyMessage,
     Checked,
     End,
-    Imported,
     Marker,
     Next,
     Outputs,
@@ -146,11 +144,6 @@ class Conversation:
                     end.setsockopt(socket.SOL_SOCKET, option, _SOCKET_BYTES)
                 except OSError:
                     pass
-        self.imported_at: int | None = None
-        """When the worker said torch was imported (it then waits for ``go``)."""
-        self._gate = threading.Event()
-        self._run_on: int | None = None
-        self._abandoned = False
         self.ready_at: int | None = None
         self.chunks: dict[tuple[str, int], Chunk] = {}
         self.problem: str | None = None
@@ -181,17 +174,6 @@ class Conversation:
         """The worker's CPU time while it waited for its turns, per phase (``waiting_cpu``)."""
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
-
-    def go(self, cpu: int | None) -> None:
-        """The round is the worker's to run, on ``cpu`` (None: where it started): its answer
-        to ``imported``, now or once it asks."""
-        self._run_on = cpu
-        self._gate.set()
-
-    def abandon(self) -> None:
-        """The round will not run: the worker is refused at ``imported`` and ends."""
-        self._abandoned = True
-        self._gate.set()
 
     def started(self, pid: int) -> None:
         """The sandbox started the worker's run as ``pid`` (its processes are below it)."""
@@ -391,18 +373,7 @@ class Conversation:
 
     def _handle(self, message: AnyMessage, stream: Any) -> None:
         now = time.perf_counter_ns()
-        if isinstance(message, Imported):
-            if self.imported_at is not None or self.ready_at is not None:
-                raise ValueError("'imported' out of order")
-            self.imported_at = now
-            self._gate.wait()
-            if self._abandoned:
-                raise ValueError("the round was not needed")
-            self._send({"cpu": self._run_on})
-            return
         if isinstance(message, Ready):
-            if self.imported_at is None:
-                raise ValueError("ready before imported")
             if self.ready_at is not None:
                 raise ValueError("ready twice")
             self.ready_at = now

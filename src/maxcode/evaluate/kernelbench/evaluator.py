@@ -12,9 +12,8 @@ Protocol (one call of ``evaluate_kernelbench``):
    sides differ for their whole lives: 16 identical ``1_ScaledGELU`` rounds averaged 0.975
    with a spread of 4.0% (sd of the log), against 1.004 and 2.7% with both on the timing CPU,
    the two variants alternated; 0.998 and 2.1% in a second run. Where a process first touches
-   its memory stays with it.) Each imports torch and waits for the round's turn (``imported``,
-   answered by ``_Round.go``) before it loads anything of the task; then it runs every check
-   seed twice (inputs before and after the call kept).
+   its memory stays with it.) Each runs every check seed twice (inputs before and after the
+   call kept).
 3. Timing in one window (``schedule.py``): once both finished their checks, the parent grants
    chunks of timed calls in turn, reference chunk n then candidate chunk n on the same fresh
    seeds; the side whose turn it is not waits on its descriptor 3. Each chunk's seeds are sent
@@ -27,13 +26,7 @@ Protocol (one call of ``evaluate_kernelbench``):
 
 With ``settings.rounds`` above one, steps 1-4 run again with fresh seeds and fresh workers,
 and the rounds are combined (``rounds.py``: a bias that lasts a whole process is sampled
-only by fresh processes). On a CPU, each later round's two workers are launched ahead, when
-the round before goes: both start up on one other CPU (``_startup_cpu``, the first this process
-may use) while that round runs on the timing CPU, and wait; when it is over they move to the
-timing CPU and the round goes. The two sides of a round still start up alike, on one CPU,
-before anything of the task loads; the import of torch, most of a round's start-up, leaves
-the critical path. An evaluation that ends early (a round not clean) refuses the waiting
-workers, which end after their import. No GPU round is launched ahead.
+only by fresh processes).
 
 The reward is the paired estimate of eager time / candidate time (``schedule.paired_speedup``,
 with its interval); ``speedup_vs_compile`` is reported too. ``Feedback.phases`` says where the
@@ -42,13 +35,11 @@ seconds went (``PHASES``).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.resources
 import importlib.util
 import os
 import shutil
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -154,11 +145,9 @@ def evaluate_kernelbench(
     settings: KernelBenchSettings | None = None,
     sandbox: Sandbox | None = None,
     cpu: int | None = None,
-    startup_cpu: int | None = None,
 ) -> Feedback:
     """Judge ``candidate`` (Python source defining ``ModelNew``) against the task's ``Model``;
-    both are pinned to ``cpu`` (None: the last CPU this process may use). On a CPU, rounds
-    after the first start up ahead on ``startup_cpu`` (``_startup_cpu``). ``settings.rounds``
+    both are pinned to ``cpu`` (None: the last CPU this process may use). ``settings.rounds``
     evaluations run one after the other, combined (``rounds.Tally``); the first that is not
     a clean correct verdict ends them and is the evaluation's, except a void that a round of
     fresh workers must confirm (``rounds.CONFIRMED``), which runs one round more."""
@@ -183,64 +172,15 @@ def evaluate_kernelbench(
         other = rescaled(task, settings.check_scale)  # before anything runs: a bad scale fails
     tally = rounds.Tally(1 if settings.compile_only else settings.rounds)
     later = replace(settings, compile_baseline=False, profile=False)
-    spare = _startup_cpu(pinned, settings, _first_cpu() if cpu is None else startup_cpu)
-    ahead: _Round | None = None
-    try:
-        while tally.more():
-            # The baselines and profiles are measured in the first round the verdict keeps: a
-            # round held for confirmation (and then set aside) would take them with it.
-            chosen = later if tally.done else settings
-            if settings.compile_only:
-                tally.add(_one_round(task, candidate, chosen, sandbox, pinned, paths, torch))
-                continue
-            if ahead is None or chosen != later:
-                current = _start_round(task, candidate, chosen, sandbox, pinned, paths)
-            else:
-                current = ahead
-            if ahead is not None and ahead is not current:
-                ahead.abandon()
-            ahead = None
-            try:
-                current.go(pinned)
-            except BaseException:
-                current.abandon()
-                raise
-            if spare is not None and len(tally.done) + 1 < tally.wanted:
-                # The next round's workers start up on the spare CPU while this one runs; this
-                # one's window goes on while they do (the timing CPU would idle meanwhile).
-                ahead = _start_round(task, candidate, later, sandbox, spare, paths, ahead=True)
-                current.schedule.linger = ahead.starting_up
-            tally.add(current.result(torch))
-    finally:
-        if ahead is not None:
-            ahead.abandon()
+    while tally.more():
+        # The baselines and profiles are measured in the first round the verdict keeps: a
+        # round held for confirmation (and then set aside) would take them with it.
+        chosen = later if tally.done else settings
+        tally.add(_one_round(task, candidate, chosen, sandbox, pinned, paths, torch))
     combined = tally.result()
     if other is None or not combined.correct:
         return combined
     return _at_other_shapes(combined, other, candidate, later, sandbox, pinned, paths, torch)
-
-
-def _startup_cpu(
-    pinned: int | None, settings: KernelBenchSettings, given: int | None
-) -> int | None:
-    """Where a round launched ahead of its turn starts up (None: every round is launched on
-    its turn): on a CPU, ``given`` (a caller that pins its evaluations knows which CPU none
-    times on: ``LocalExecutor`` leaves the first to its own process when it can), or, when
-    the evaluation picked its own timing CPU (the last), the first this process may use.
-    Never the timing CPU. ``MAXCODE_ROUNDS_AHEAD=0`` launches every round on its turn (to
-    measure what launching ahead is worth)."""
-    if settings.device != "cpu" or settings.compile_only or pinned is None or given is None:
-        return None
-    if os.environ.get("MAXCODE_ROUNDS_AHEAD", "1") == "0":
-        return None
-    return None if given == pinned else given
-
-
-def _first_cpu() -> int | None:
-    try:
-        return min(os.sched_getaffinity(0))
-    except (AttributeError, OSError, ValueError):
-        return None
 
 
 def _at_other_shapes(
@@ -281,187 +221,98 @@ def _one_round(
     paths: list[Path],
     torch: Any,
 ) -> Feedback:
-    """One round on its turn: fresh seeds, both workers, checks, the timing window, the
-    verdict (or the compile check, with ``settings.compile_only``)."""
-    if not settings.compile_only:
-        started = _start_round(task, candidate, settings, sandbox, cpu, paths)
-        started.go(cpu)
-        return started.result(torch)
+    """One round: fresh seeds, both workers, checks, the timing window, the verdict."""
+    clock = PhaseClock()
     digest = hashlib.sha256(candidate.encode()).hexdigest()
     written = Job.write(task, candidate)
+    job = written.folder
+    plan = TimedPlan()
+    conversations: list[Conversation] = []
     try:
-        runner = WorkerRunner(sandbox, task, settings, written.folder, paths, cpu)
-        judge = Judge.start(torch, task, settings, digest, sandbox, TimedPlan())
-        stubs = importlib.resources.files("maxcode.evaluate").joinpath("cuda_stubs")
-        shutil.copytree(str(stubs), written.folder / "stubs")
-        os.chmod(written.folder / "stubs", 0o755)
-        spec = {**written.spec(task, settings), "stubs": str(written.folder / "stubs")}
-        checked = runner.run("compile_check", spec, cache_folder("cc", ""))
-        return judge.compile_check(checked)
-    finally:
-        written.remove()
-
-
-def _start_round(
-    task: Task,
-    candidate: str,
-    settings: KernelBenchSettings,
-    sandbox: Sandbox,
-    cpu: int | None,
-    paths: list[Path],
-    ahead: bool = False,
-) -> _Round:
-    """A round's two workers launched on ``cpu``; each imports torch and waits for ``go``
-    (``ahead``: launched before the round's turn)."""
-    return _Round(task, candidate, settings, sandbox, cpu, paths, ahead)
-
-
-class _Round:
-    """One round's two workers, from their launch to the verdict. They start up on the CPU
-    they are launched on, import torch, and wait (``Conversation.go``): a round launched on
-    its turn goes at once; a round launched ahead of its turn (``evaluate_kernelbench``, on
-    another CPU while the previous round runs) goes once that round is over, both workers
-    moved to the timing CPU before anything of the task loads."""
-
-    def __init__(
-        self,
-        task: Task,
-        candidate: str,
-        settings: KernelBenchSettings,
-        sandbox: Sandbox,
-        cpu: int | None,
-        paths: list[Path],
-        ahead: bool = False,
-    ) -> None:
-        self.task, self.candidate, self.settings, self.ahead = task, candidate, settings, ahead
-        self.clock = PhaseClock()
-        self.held = contextlib.ExitStack()
-        self.written = Job.write(task, candidate)
-        self.plan = TimedPlan()
-        self.runner = WorkerRunner(
-            sandbox, task, settings, self.written.folder, paths, cpu, self.written.seeds.layout
-        )
-        self.key = roofline.roofline_key(task, settings)
-        self.compiled = roofline.known(self.key, "compile") if settings.compile_baseline else None
-        measure_compile = settings.compile_baseline and self.compiled is None
-        self.schedule = Schedule(self.plan, settings.stopping(), opened=False)
-        check_seeds = self.written.seeds.check
-        self.common = {**self.written.spec(task, settings), "gated": True}
+        common = written.spec(task, settings)
+        runner = WorkerRunner(sandbox, task, settings, job, paths, cpu, written.seeds.layout)
+        if settings.compile_only:
+            judge = Judge.start(torch, task, settings, digest, sandbox, plan)
+            stubs = importlib.resources.files("maxcode.evaluate").joinpath("cuda_stubs")
+            shutil.copytree(str(stubs), job / "stubs")
+            os.chmod(job / "stubs", 0o755)
+            checked = runner.run(
+                "compile_check", {**common, "stubs": str(job / "stubs")}, cache_folder("cc", "")
+            )
+            return judge.compile_check(checked)
+        key = roofline.roofline_key(task, settings)
+        compiled = roofline.known(key, "compile") if settings.compile_baseline else None
+        measure_compile = settings.compile_baseline and compiled is None
+        schedule = Schedule(plan, settings.stopping(), opened=False)
+        check_seeds = written.seeds.check
+        phases = ("K", "O", "C") if measure_compile else ("K", "O")
         reference_spec = {
-            **self.common,
+            **common,
             "compile_baseline": measure_compile,
-            "roofline": roofline.known(self.key) is None,
+            "roofline": roofline.known(key) is None,
         }
-        # Both workers at once; the schedule alternates their timed chunks on the same seeds
-        # (the candidate makes exactly the reference's timed calls, so every output kept has
-        # the reference's output to be checked against). Each may wait for the other's turns,
-        # and for the round's turn: its time limit has room for them.
-        self.conversations = [
-            Conversation(self.schedule, REFERENCE, check_seeds, ("K", "O", "C"))
-            if measure_compile
-            else Conversation(self.schedule, REFERENCE, check_seeds, ("K", "O")),
-            Conversation(self.schedule, CANDIDATE, check_seeds, ("K",)),
+        # Both workers at once, on the timing CPU; the schedule alternates their
+        # timed chunks on the same seeds (the candidate makes exactly the reference's timed
+        # calls, so every output kept has the reference's output to be checked against). Each
+        # may wait for the other's turns: its time limit has room for them.
+        cache = cache_folder("cand", candidate)
+        clock.mark("start")
+        # The candidate's build folder is held before either worker starts (a build of it
+        # still running elsewhere finishes first, on no one's clock). The reference builds
+        # nothing: its runs of one task go side by side.
+        conversations += [
+            Conversation(schedule, REFERENCE, check_seeds, phases),
+            Conversation(schedule, CANDIDATE, check_seeds, ("K",)),
         ]
-        self.cache = cache_folder("cand", candidate)
-        # A round runs for at most ``turn`` (its reference's limit); one launched ahead may
-        # wait out the previous round first.
-        turn = 2 * task.timeout_s + settings.budget_s
-        wait = 2 * turn if ahead else 0.0
-        self.clock.mark("start")
-        self.pool = ThreadPoolExecutor(2, thread_name_prefix="maxcode-kb")
-        self.runs = [
-            self.pool.submit(
-                self.runner.run,
+        with (
+            sole_user(cache),
+            device_turn(settings.device),
+            ThreadPoolExecutor(2, thread_name_prefix="maxcode-kb") as pool,
+        ):
+            if settings.device == "cuda":
+                clock.mark("queued")
+            running_reference = pool.submit(
+                runner.run,
                 "reference",
                 reference_spec,
                 cache_folder("ref", task.reference),
-                conversation=self.conversations[0],
-                wall_s=turn + wait,
+                conversation=conversations[0],
+                wall_s=2 * task.timeout_s + settings.budget_s,
                 exclusive=False,
-            ),
-            self.pool.submit(
-                self.runner.run,
+            )
+            running_candidate = pool.submit(
+                runner.run,
                 "candidate",
-                self.common,
-                self.cache,
-                conversation=self.conversations[1],
-                wall_s=task.timeout_s + settings.budget_s + wait,
+                common,
+                cache,
+                conversation=conversations[1],
+                wall_s=task.timeout_s + settings.budget_s,
                 exclusive=False,
-            ),
-        ]
-
-    def go(self, cpu: int | None) -> None:
-        """The round's turn: both workers run on ``cpu`` from here. The candidate's build
-        folder is held before its worker loads anything (a build of it still running
-        elsewhere finishes first, on no one's clock; the reference builds nothing: its runs
-        of one task go side by side), and on a GPU the device's turn is taken. A round
-        launched ahead counts its phases from here: its start-up ran beside the previous
-        round."""
-        if self.ahead:
-            self.clock = PhaseClock()
-        self.held.enter_context(sole_user(self.cache))
-        self.held.enter_context(device_turn(self.settings.device))
-        if self.settings.device == "cuda":
-            self.clock.mark("queued")
-        for conversation in self.conversations:
-            conversation.go(cpu)
-
-    def starting_up(self) -> bool:
-        """Whether a worker of this round is still importing torch (neither waiting at its
-        gate nor gone)."""
-        return any(
-            conversation.imported_at is None and not run.done()
-            for conversation, run in zip(self.conversations, self.runs)
-        )
-
-    def abandon(self) -> None:
-        """A round launched ahead that will not run: its workers are refused at the gate and
-        end once their import is done, in the background (nothing waits for them)."""
-        for conversation in self.conversations:
-            conversation.abandon()
-        threading.Thread(target=self._end, name="maxcode-kb-abandoned").start()
-
-    def result(self, torch: Any) -> Feedback:
-        """The round's verdict, once both workers are gone (``go`` came first)."""
-        try:
-            return self._judged(torch)
-        finally:
-            self._end()
-
-    def _judged(self, torch: Any) -> Feedback:
-        task, settings, clock = self.task, self.settings, self.clock
-        schedule = self.schedule
-        digest = hashlib.sha256(self.candidate.encode()).hexdigest()
-        try:
-            if torch is None:  # imported while the workers start up, before any timing
-                import torch
-            schedule.kept.compare_with(Comparison(torch, settings.tolerance))
-        finally:
-            schedule.open()
-        reference, judged = self.runs[0].result(), self.runs[1].result()
-        self.held.close()
+            )
+            try:
+                if torch is None:  # imported while the workers start up, before any timing
+                    import torch
+                schedule.kept.compare_with(Comparison(torch, settings.tolerance))
+            finally:
+                schedule.open()
+            reference, judged = running_reference.result(), running_candidate.result()
         clock.after_runs(reference, judged, schedule)
         check_reference(task, reference, settings.timed)
         assert reference.report is not None
-        reference.report.roofline = roofline.remember(self.key, reference.report.roofline)
-        judge = Judge.start(torch, task, settings, digest, self.runner.sandbox, self.plan)
+        reference.report.roofline = roofline.remember(key, reference.report.roofline)
+        judge = Judge.start(torch, task, settings, digest, sandbox, plan)
         feedback = judge.judge(reference, judged)
         if settings.compile_baseline:
-            feedback = _compile_baseline(feedback, self.key, self.compiled)
+            feedback = _compile_baseline(feedback, key, compiled)
         clock.mark("judging")
         if feedback.correct and settings.profile and settings.device == "cuda":
-            feedback = roofline.with_kernel_metrics(
-                feedback, self.runner, self.common, self.candidate, self.cache
-            )
+            feedback = roofline.with_kernel_metrics(feedback, runner, common, candidate, cache)
             clock.mark("kernels")
         return feedback.model_copy(update={"phases": clock.phases})
-
-    def _end(self) -> None:
-        self.pool.shutdown(wait=True)
-        self.held.close()
-        for conversation in self.conversations:
+    finally:
+        for conversation in conversations:
             conversation.release()
-        self.written.remove()
+        written.remove()
 
 
 def _compile_baseline(

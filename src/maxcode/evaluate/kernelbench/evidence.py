@@ -100,14 +100,6 @@ def first_line(error: Exception) -> str:
 # The conversation on descriptor 3, worker to parent.
 
 
-class Imported(_Evidence):
-    """Torch is imported; nothing of the task is loaded yet. The parent answers when the
-    round is this worker's to run, with the CPU to run it on (a round started ahead of its
-    turn imports on another CPU: evaluator ``_Round``)."""
-
-    m: Literal["imported"]
-
-
 class Ready(_Evidence):
     """The model is built and warmed up."""
 
@@ -189,7 +181,7 @@ class Checked(_Evidence):
     items: list[CheckedItem] = Field(max_length=3 * CHECK_SEEDS)
 
 
-AnyMessage = Imported | Ready | Next | Marker | End | Outputs | Checked
+AnyMessage = Ready | Next | Marker | End | Outputs | Checked
 Message = Annotated[AnyMessage, Field(discriminator="m")]
 MESSAGE: TypeAdapter[AnyMessage] = TypeAdapter(Message)
 

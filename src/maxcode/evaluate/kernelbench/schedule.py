@@ -39,7 +39,6 @@ import secrets
 import statistics
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from maxcode.evaluate.kernelbench.outputs import TimedOutputs
@@ -188,11 +187,6 @@ def trimmed_interval(values: list[float]) -> tuple[float, float | None]:
     return centre, half
 
 
-LINGER = 2.0
-"""How long a window may go on while the timing CPU would otherwise idle, in its budgets
-(``Stopping.next_calls``)."""
-
-
 @dataclass(frozen=True)
 class Stopping:
     """How many timed calls per side: ``trials`` fixed, or adaptive between the bounds."""
@@ -212,11 +206,8 @@ class Stopping:
         reference: list[list[float]],
         candidate: list[list[float]],
         elapsed_s: float,
-        linger: bool = False,
     ) -> int:
-        """Calls of the next chunk (0: stop), after the pairs so far; ``linger``: the timing
-        CPU would idle after this window (the next round's workers are still starting up), so
-        the window goes on, up to ``LINGER`` times its budget, however narrow its interval."""
+        """Calls of the next chunk (0: stop), after the pairs so far."""
         done = sum(len(times) for times in reference)
         if self.trials is not None:
             return max(0, min(chunk, self.trials - done))
@@ -224,8 +215,6 @@ class Stopping:
             return 0
         calls = min(chunk, self.max_calls - done)
         if len(candidate) < self.min_pairs or done < self.min_calls:
-            return calls
-        if linger and elapsed_s < LINGER * self.budget_s:
             return calls
         if elapsed_s >= self.budget_s:
             return 0
@@ -364,9 +353,6 @@ class Schedule:
         """Every chunk granted, in order: (side, phase, chunk)."""
         self.kept = TimedOutputs()
         """The kept outputs of the timed calls of both sides, compared between chunks."""
-        self.linger: Callable[[], bool] | None = None
-        """Whether the window should go on past its stopping rule, asked before each pair:
-        the next round's workers are still starting up (evaluator ``_Round.starting_up``)."""
 
     def grant(self, side: str, phase: str, chunk: int) -> int:
         asked = time.perf_counter_ns()
@@ -461,11 +447,7 @@ class Schedule:
                 self.stopping.min_pairs,
             )
             calls = self.stopping.next_calls(
-                self.plan.chunk,
-                self.times[REFERENCE],
-                self.times[CANDIDATE],
-                elapsed,
-                linger=self.linger is not None and self.linger(),
+                self.plan.chunk, self.times[REFERENCE], self.times[CANDIDATE], elapsed
             )
         if not calls:
             return self._stop()

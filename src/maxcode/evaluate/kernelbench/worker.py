@@ -15,9 +15,6 @@ other seed): the seeds of the checked and timed inputs come from the parent over
 
 The conversation on descriptor 3 (JSON lines; raw bytes follow a header that counts them):
 
-- ``imported``: torch is imported, nothing of the task yet. The parent answers when the round is
-  this worker's to run, with the CPU to run it on (every thread is moved there): a round
-  launched ahead of its turn imports torch on another CPU while the previous round runs.
 - ``ready`` (seconds of one warmed-up call, output bytes): the model is built and warmed up.
   The parent answers with the check seeds.
 - ``checked``, once the check seeds ran (each twice): the checked calls' outputs and the
@@ -29,9 +26,9 @@ The conversation on descriptor 3 (JSON lines; raw bytes follow a header that cou
   outputs (timed calls; which of them the parent checks it draws itself and never says).
 
 The reference's worker and the candidate's are alive together and take turns chunk by chunk;
-the one whose turn it is not waits on descriptor 3. Both start up on one CPU, where the
-sandbox pins them: the timing CPU, or for a round launched ahead the same other CPU for both
-(see the evaluator's protocol for why the two never start up on different CPUs).
+the one whose turn it is not waits on descriptor 3. Both start up on the timing CPU, where
+the sandbox pins them (see the evaluator's protocol for why the reference no longer starts
+elsewhere).
 
 The parent stamps every message with its own clock. A candidate that patches anything in this
 process (the clock, this module, torch) can at most lie about its own timings and the outputs it
@@ -192,12 +189,6 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
     import torch
 
     stages.done("torch")
-    channel = _Channel()
-    if spec.get("gated"):
-        # Nothing of the task is loaded until the parent says that the round is ours to run
-        # and where: a round started ahead of its turn imports torch on another CPU.
-        _run_on(channel.ask({"m": "imported"}).get("cpu"))
-        stages.done("gate")
     # Output containers read as they are stored, whatever code their type runs: exact lists
     # and tuples, and torch's named tuples (``torch.max(x, 1)``), taken before a candidate
     # loads (their classes can be patched).
@@ -314,6 +305,7 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
     if spec["role"] == "kernels":
         _forward_under_nvtx(torch, model, make_inputs(spec["warmup_seeds"][0]), fresh, sync)
         return
+    channel = _Channel()
     timing = _Timing(
         torch, spec, device, make_inputs, sync, lambda out: flat(out, "timed call"), channel
     )
@@ -1199,17 +1191,6 @@ def _items(sequence: Any) -> list[Any]:
 
 _ADDR_NO_RANDOMIZE = 0x0040000
 """personality(2) flag: the process's address space is laid out the same way in every run."""
-
-
-def _run_on(cpu: Any) -> None:
-    """Every thread of this process pinned to ``cpu`` (None: left where the sandbox put it)."""
-    if cpu is None:
-        return
-    for thread in sorted(os.listdir("/proc/self/task"), key=lambda tid: tid != str(os.getpid())):
-        try:
-            os.sched_setaffinity(int(thread), {int(cpu)})
-        except ProcessLookupError:
-            continue  # a thread that ended since it was listed
 
 
 def _libc(name: str, *arguments: int) -> int:

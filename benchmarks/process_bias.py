@@ -24,7 +24,6 @@ harness's; it compares the two kinds of process, not the harness.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import math
 import os
@@ -38,6 +37,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from maxcode.evaluate.kernelbench import worker
+
 ENVIRONMENT = {
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
@@ -46,26 +47,15 @@ ENVIRONMENT = {
     "THP_MEM_ALLOC_ENABLE": "1",
 }
 """The workers' allocation settings (``runner._environment``)."""
-_PAGE = 4096
+_PAGE = worker._PAGE
 _SPAN = 16 << 20
 
 
-def _no_huge_pages() -> None:
-    ctypes.CDLL(None).prctl(41, 1, 0, 0, 0)  # PR_SET_THP_DISABLE, as the worker does
-
-
 def _shift(seed: int) -> None:
-    """A layout shift drawn from ``seed`` (pages reserved, a heap block), as the worker's."""
-    libc = ctypes.CDLL(None)
-    libc.mmap.restype = libc.malloc.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]
-    libc.mmap.argtypes += [ctypes.c_int, ctypes.c_long]
-    libc.malloc.argtypes = [ctypes.c_size_t]
-    pages, heap = (seed >> 12) & 0xFFF, ((seed >> 24) & 0x1FFFF) * 16
-    if pages:
-        libc.mmap(None, pages * _PAGE, 0, 0x02 | 0x20 | 0x4000, -1, 0)
-    if heap:
-        libc.malloc(heap)
+    """The worker's layout shift for ``seed`` (``worker._layout_draw``, ``_shift_layout``)."""
+    os.environ["MAXCODE_LAYOUT_SEED"] = str(seed)
+    _, pages, heap = worker._layout_draw()
+    worker._shift_layout(pages, heap)
 
 
 def _serve(torch: Any, address: str, seed: int, calls: int) -> None:
@@ -111,7 +101,7 @@ def _serve(torch: Any, address: str, seed: int, calls: int) -> None:
 
 
 def _fresh(address: str, seed: int, calls: int) -> None:
-    _no_huge_pages()
+    worker._no_huge_pages()
     import torch
 
     _serve(torch, address, seed, calls)
@@ -119,7 +109,7 @@ def _fresh(address: str, seed: int, calls: int) -> None:
 
 def _zygote(address: str, calls: int) -> None:
     """Imports torch once; forks a side for every seed read on stdin."""
-    _no_huge_pages()
+    worker._no_huge_pages()
     import torch
 
     for line in sys.stdin:

@@ -241,9 +241,19 @@ def test_a_harness_clock_slowed_by_less_than_half_is_charged_what_it_left_out() 
     evaluations (host time charged the other 5). What the slow clock leaves out is time
     between the calls, inside the markers, that the reference's chunks do not have: the
     worker's CPU clock sees it, and it is charged to the candidate (``outside:``, naming the
-    part)."""
+    part).
+
+    The fixture sits at the clock check's edge on purpose (its claims explain about half of
+    the CPU time per call), so a draw of noise decides which of the two catches it: a fresh
+    clone's CI saw 0.144 ms claimed against 0.293 ms of CPU time and voided it (``timing:``).
+    Either way the claim gains nothing; the test asserts that, and which part was named."""
     feedback = judge(CHEATS / "slow_harness_clock.py")
     assert feedback.correct, feedback.error
+    if feedback.suspect is not None:
+        # Void: the clock check saw through it.
+        assert feedback.suspect.startswith("timing:"), feedback.flags
+        assert feedback.speedup == 0.0
+        return
     charged = [flag for flag in feedback.flags if flag.startswith("outside:")]
     assert charged and "between the calls" in charged[0], feedback.flags
     assert feedback.speedup_interval is not None

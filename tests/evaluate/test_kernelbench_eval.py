@@ -426,6 +426,81 @@ def test_a_layout_draw_moves_the_stack_the_heap_and_the_mappings_and_repeats(
     assert layout(0x1234567890, "fixed")[:2] == ["fixed-set", "0"]
 
 
+_STARTUP_PROBE = """
+import importlib.util, os, sys, threading, time
+found = importlib.util.spec_from_file_location("worker", sys.argv[1])
+worker = importlib.util.module_from_spec(found)
+found.loader.exec_module(worker)
+os.sched_setaffinity(0, {int(sys.argv[2])})
+if len(sys.argv) > 3:  # as after the layout's re-execution: already wide
+    os.sched_setaffinity(0, {int(sys.argv[2]), int(sys.argv[3])})
+worker._start_wide()
+wide = sorted(os.sched_getaffinity(0))
+# A thread started while wide, as torch's import may start one.
+threading.Thread(target=time.sleep, args=(2,), daemon=True).start()
+worker._settle()
+settled = {tuple(sorted(os.sched_getaffinity(int(task)))) for task in os.listdir("/proc/self/task")}
+print(wide, sorted(settled), len(os.listdir("/proc/self/task")))
+"""
+
+
+def test_a_worker_starts_up_wide_and_settles_every_thread_on_its_cpu(tmp_path: Path) -> None:
+    """``worker._start_wide`` and ``_settle`` in a real process: pinned to one CPU and told of
+    another, it starts up on both; then every thread, one started meanwhile included, is back
+    on the CPU it was pinned to, also when it was already wide (re-executed by the layout)."""
+    import os
+    import subprocess
+    import sys
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("one CPU: nothing to start up beside")
+    home, other = cpus[-1], cpus[0]
+    probe = tmp_path / "probe.py"
+    probe.write_text(_STARTUP_PROBE)
+    worker = REPO / "src" / "maxcode" / "evaluate" / "kernelbench" / "worker.py"
+
+    def run(*argv: int, pinned: int | None = None) -> str:
+        environment = {"PATH": os.environ["PATH"], "MAXCODE_STARTUP_CPUS": str(other)}
+        if pinned is not None:
+            environment["MAXCODE_PINNED_CPUS"] = str(pinned)
+        command = [sys.executable, "-I", str(probe), str(worker), *map(str, argv)]
+        done = subprocess.run(command, env=environment, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    both = sorted({home, other})
+    settled = f"{both} [({home},)] 2"
+    assert run(home) == settled
+    assert run(home, other, pinned=home) == settled
+
+
+def test_timed_workers_start_up_beside_and_are_timed_on_their_cpu_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker imports torch on the CPUs no evaluation times on as well as its own (runner
+    ``Pin``; two imports at once on one CPU took 4-5 s of a 7-9 s round), then every thread
+    of it is pinned back before anything of the task loads. This candidate is right only if
+    it was told of the other CPU and every thread of its process is on the timing CPU alone;
+    with ``MAXCODE_STARTUP=pinned`` it is told of none."""
+    import os
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("one CPU: nothing to start up beside")
+    problem = write_problem(tmp_path, "return torch.relu(x)")
+    placed = model_new(
+        "tasks = os.listdir('/proc/self/task')\n"
+        f"        alone = all(os.sched_getaffinity(int(t)) == {{{cpus[-1]}}} for t in tasks)\n"
+        "        told = os.environ.get('MAXCODE_STARTUP_CPUS', '').split(',')\n"
+        f"        return torch.relu(x) + (0.0 if alone and '{cpus[0]}' in told else 1.0)",
+        imports="import os",
+    )
+    assert judge(placed, problem, repeats=2).correct
+    monkeypatch.setenv("MAXCODE_STARTUP", "pinned")
+    assert not judge(placed, problem, repeats=2).correct
+
+
 def test_large_tensors_start_on_a_page_boundary_of_a_4_kib_page(tmp_path: Path) -> None:
     """Where a large buffer falls within its page, and whether a process got huge pages, were
     drawn per process and made biases that last a whole worker (runner ``_environment``,

@@ -15,8 +15,13 @@ Per problem it prints the median over the trials of the evaluation's wall time a
 outside the timed window, the timed calls per side, and the speedups seen with the widest
 95% interval. ``--compile-baseline`` also times ``torch.compile`` of the reference.
 
+``--alternate NAME=VALUE`` makes every trial twice in a row, as configured and with that
+environment variable set (``MAXCODE_LAYOUT=fixed``: no layout drawn per round), and prints a
+row for each way and the ratio of their evaluations' wall times.
+
     python benchmarks/kernelbench_eval.py [PROBLEM.py ...] [--device cpu|cuda] [--trials 3]
         [--candidate identical|fixture] [--compile-baseline] [--scale 0.1]
+        [--alternate NAME=VALUE]
 
 Run it on an idle machine: the figures are the harness's cost, and other work inflates them.
 """
@@ -24,8 +29,11 @@ Run it on an idle machine: the figures are the harness's cost, and other work in
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import statistics
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from maxcode.evaluate import evaluate_task
@@ -51,6 +59,41 @@ def evaluate(task: Task, source: str, options: argparse.Namespace) -> Feedback:
     )
 
 
+def row(label: str, walls: list[float], runs: list[Feedback]) -> str:
+    """One problem's figures, one way: medians over the trials."""
+    phases = {
+        phase: statistics.median(run.phases.get(phase, 0.0) for run in runs) for phase in SHOWN
+    }
+    wall = statistics.median(walls)
+    outside = wall - phases["timing"]
+    speedups = [run.speedup for run in runs]
+    intervals = [run.speedup_interval for run in runs if run.speedup_interval]
+    widest = max(intervals, key=lambda pair: pair[1] / pair[0], default=None)
+    calls = statistics.median(run.repeats for run in runs)
+    shown = " ".join(f"{phases[phase]:>8.2f}" for phase in SHOWN)
+    spread = f"{min(speedups):.3f}-{max(speedups):.3f}"
+    ci = f"{widest[0]:.3f}-{widest[1]:.3f}" if widest else "-"
+    return f"{label:<24} {wall:>6.2f} {shown} {outside:>7.2f} {calls:>5.0f} {spread:>13} {ci:>15}"
+
+
+@contextlib.contextmanager
+def environment(setting: tuple[str, str] | None) -> Iterator[None]:
+    """``setting`` (name, value) in this process's environment for the block."""
+    if setting is None:
+        yield
+        return
+    name, value = setting
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("problems", nargs="*", type=Path)
@@ -61,40 +104,39 @@ def main() -> None:
     parser.add_argument(
         "--scale", type=float, default=1.0, help="sizes scaled as maxcode eval --scale does"
     )
+    parser.add_argument("--alternate", metavar="NAME=VALUE", help="also each trial this way")
     options = parser.parse_args()
+    ways: list[tuple[str, str] | None] = [None]
+    if options.alternate:
+        name, equals, value = options.alternate.partition("=")
+        if not equals or not name:
+            parser.error("--alternate takes NAME=VALUE")
+        ways.append((name, value))
     problems = options.problems or kernelbench_suite(REPO / "examples" / "kernelbench")
-    header = f"{'problem':<18} {'eval s':>6} " + " ".join(f"{p[:8]:>8}" for p in SHOWN)
+    header = f"{'problem':<24} {'eval s':>6} " + " ".join(f"{p[:8]:>8}" for p in SHOWN)
     print(header + f" {'outside':>7} {'calls':>5} {'speedups':>13} {'widest CI':>15}")
     for problem in problems:
         task = load_task(str(problem), scale=options.scale)
         source = candidate_source(problem, options.candidate, options.device)
 
         evaluate(task, source, options)  # builds, caches, the roofline: once per task
-        walls, runs = [], []
+        walls: list[list[float]] = [[] for _ in ways]
+        runs: list[list[Feedback]] = [[] for _ in ways]
         for _ in range(options.trials):
-            started = time.perf_counter()
-            feedback = evaluate(task, source, options)
-            walls.append(time.perf_counter() - started)
-            if not feedback.correct:
-                raise SystemExit(f"{problem.stem}: {feedback.error}")
-            runs.append(feedback)
-        phases = {
-            phase: statistics.median(run.phases.get(phase, 0.0) for run in runs) for phase in SHOWN
-        }
-        wall = statistics.median(walls)
-        outside = wall - phases["timing"]
-        speedups = [run.speedup for run in runs]
-        intervals = [run.speedup_interval for run in runs if run.speedup_interval]
-        widest = max(intervals, key=lambda pair: pair[1] / pair[0], default=None)
-        calls = statistics.median(run.repeats for run in runs)
-        shown = " ".join(f"{phases[phase]:>8.2f}" for phase in SHOWN)
-        spread = f"{min(speedups):.3f}-{max(speedups):.3f}"
-        ci = f"{widest[0]:.3f}-{widest[1]:.3f}" if widest else "-"
-        print(
-            f"{problem.stem:<18} {wall:>6.2f} {shown} {outside:>7.2f} {calls:>5.0f} "
-            f"{spread:>13} {ci:>15}",
-            flush=True,
-        )
+            for way, setting in enumerate(ways):
+                with environment(setting):
+                    started = time.perf_counter()
+                    feedback = evaluate(task, source, options)
+                    walls[way].append(time.perf_counter() - started)
+                if not feedback.correct:
+                    raise SystemExit(f"{problem.stem}: {feedback.error}")
+                runs[way].append(feedback)
+        for way, setting in enumerate(ways):
+            label = problem.stem if setting is None else f"  {setting[0]}={setting[1]}"
+            print(row(label[:24], walls[way], runs[way]), flush=True)
+        if len(ways) > 1:
+            ratio = statistics.median(walls[0]) / statistics.median(walls[1])
+            print(f"  {'eval s, as configured / alternate':<34} {ratio:.2f}", flush=True)
     print("phases: " + "; ".join(f"{name}: {what}" for name, what in PHASES.items()))
 
 

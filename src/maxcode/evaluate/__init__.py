@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import cast
 
@@ -48,7 +47,6 @@ def evaluate_task(
     repeats: int | None = None,
     sandbox: Sandbox | None = None,
     cpu: int | None = None,
-    startup_cpus: Sequence[int] | None = None,
     compile_baseline: bool = False,
     tolerance: float | None = None,
     compile_only: bool = False,
@@ -58,14 +56,12 @@ def evaluate_task(
     check_scale: float | None = None,
 ) -> Feedback:
     """Judge a candidate's source against a loaded task (``cpu``: where timed runs are pinned;
-    None picks one). KernelBench only: ``startup_cpus``, where else its workers may start up
-    (None: everywhere when ``cpu`` is None, nowhere else when it is not); ``compile_baseline``
-    also times ``torch.compile`` of the reference; ``tolerance`` replaces the per-dtype
-    defaults; ``compile_only`` builds the candidate's extensions and runs nothing;
-    ``profile`` adds where each forward's time goes; ``backend`` is the candidates' kernel
-    language (None: ``cuda`` on a GPU, C++ on a CPU); ``rounds`` timing windows with fresh
-    workers are combined (None: one). C++ and project tasks start fresh processes every timed
-    round already and take no ``rounds``.
+    None picks one). KernelBench only: ``compile_baseline`` also times ``torch.compile`` of the
+    reference; ``tolerance`` replaces the per-dtype defaults; ``compile_only`` builds the
+    candidate's extensions and runs nothing; ``profile`` adds where each forward's time goes;
+    ``backend`` is the candidates' kernel language (None: ``cuda`` on a GPU, C++ on a CPU);
+    ``rounds`` timing windows with fresh workers are combined (None: one). C++ and project
+    tasks start fresh processes every timed round already and take no ``rounds``.
     ``check_scale``: a correct KernelBench candidate is also checked at the problem's sizes
     times this (untimed; wrong there is a ``shapes`` warning)."""
     if check_scale is not None and task.kind != "kernelbench":
@@ -115,12 +111,7 @@ def evaluate_task(
             check_scale=check_scale,
         )
         return evaluate_kernelbench(
-            task,
-            candidate_source,
-            settings=settings,
-            sandbox=sandbox,
-            cpu=cpu,
-            startup_cpus=startup_cpus,
+            task, candidate_source, settings=settings, sandbox=sandbox, cpu=cpu
         )
     raise MaxcodeError(f"{task.name}: unknown task kind {task.kind}")
 

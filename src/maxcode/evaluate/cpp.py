@@ -641,17 +641,12 @@ def timing_budget_s() -> float:
     return budget
 
 
-def allowed_cpus() -> list[int]:
-    """The CPUs this process may use, in order (none where that cannot be read)."""
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return []
-
-
 def timing_cpu() -> int | None:
     """The CPU timed runs are pinned to: the last one this process may use."""
-    allowed = allowed_cpus()
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
     return allowed[-1] if len(allowed) > 1 else None
 
 

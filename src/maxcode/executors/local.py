@@ -37,8 +37,6 @@ class LocalExecutor(Executor):
         # The last CPUs for timing, one per slot, leaving the first to this process when we can.
         spare = cpus[1:] if len(cpus) > workers else cpus
         self._free: list[int | None] = [spare[-(slot % len(spare)) - 1] for slot in range(workers)]
-        # KernelBench workers start up (torch's import) on the CPUs no slot times on as well.
-        self._startup = tuple(cpu for cpu in cpus if cpu not in self._free)
         self._slots: asyncio.Semaphore | None = None
 
     async def setup(self) -> None:
@@ -53,7 +51,6 @@ class LocalExecutor(Executor):
             job.source,
             sandbox=self._sandbox(job),
             cpu=cpu,
-            startup_cpus=self._startup,
             **job.settings(),  # type: ignore[arg-type]
         )
 

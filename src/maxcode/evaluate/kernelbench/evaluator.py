@@ -41,7 +41,6 @@ import importlib.util
 import os
 import shutil
 import time
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -50,7 +49,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from maxcode.errors import MaxcodeError, TaskError
-from maxcode.evaluate.cpp import allowed_cpus, timing_cpu
+from maxcode.evaluate.cpp import timing_cpu
 from maxcode.evaluate.integrity import finding
 from maxcode.evaluate.kernelbench import roofline, rounds
 from maxcode.evaluate.kernelbench.backends import check_backend
@@ -59,7 +58,6 @@ from maxcode.evaluate.kernelbench.judge import Judge
 from maxcode.evaluate.kernelbench.outputs import Comparison
 from maxcode.evaluate.kernelbench.runner import (
     Job,
-    Pin,
     Side,
     WorkerRunner,
     cache_folder,
@@ -129,7 +127,7 @@ def build_kernelbench(
     sandbox = sandbox or Sandbox()
     job = Job.write(task, candidate)
     try:
-        runner = WorkerRunner(sandbox, task, settings, job.folder, python_paths(), Pin())
+        runner = WorkerRunner(sandbox, task, settings, job.folder, python_paths(), None)
         built = runner.run("build", job.spec(task, settings), cache_folder("cand", candidate))
     finally:
         job.remove()
@@ -147,12 +145,9 @@ def evaluate_kernelbench(
     settings: KernelBenchSettings | None = None,
     sandbox: Sandbox | None = None,
     cpu: int | None = None,
-    startup_cpus: Sequence[int] | None = None,
 ) -> Feedback:
     """Judge ``candidate`` (Python source defining ``ModelNew``) against the task's ``Model``;
-    both are pinned to ``cpu`` (None: the last CPU this process may use) once torch is
-    imported, and start up on ``startup_cpus`` as well (``runner.Pin``; None: every CPU this
-    process may use when it picked ``cpu``, none when the caller did). ``settings.rounds``
+    both are pinned to ``cpu`` (None: the last CPU this process may use). ``settings.rounds``
     evaluations run one after the other, combined (``rounds.Tally``); the first that is not
     a clean correct verdict ends them and is the evaluation's, except a void that a round of
     fresh workers must confirm (``rounds.CONFIRMED``), which runs one round more."""
@@ -160,9 +155,6 @@ def evaluate_kernelbench(
     if settings.rounds < 1:
         raise MaxcodeError(f"rounds must be at least 1 (got {settings.rounds})")
     pinned = timing_cpu() if cpu is None else cpu
-    if startup_cpus is None:
-        startup_cpus = allowed_cpus() if cpu is None else ()
-    pin = Pin(pinned, tuple(startup_cpus))
     torch = check_device(settings.device, settings.compile_only, settings.backend, lazy=True)
     sandbox = sandbox or Sandbox()
     paths = python_paths()
@@ -184,11 +176,11 @@ def evaluate_kernelbench(
         # The baselines and profiles are measured in the first round the verdict keeps: a
         # round held for confirmation (and then set aside) would take them with it.
         chosen = later if tally.done else settings
-        tally.add(_one_round(task, candidate, chosen, sandbox, pin, paths, torch))
+        tally.add(_one_round(task, candidate, chosen, sandbox, pinned, paths, torch))
     combined = tally.result()
     if other is None or not combined.correct:
         return combined
-    return _at_other_shapes(combined, other, candidate, later, sandbox, pin, paths, torch)
+    return _at_other_shapes(combined, other, candidate, later, sandbox, pinned, paths, torch)
 
 
 def _at_other_shapes(
@@ -197,7 +189,7 @@ def _at_other_shapes(
     candidate: str,
     settings: KernelBenchSettings,
     sandbox: Sandbox,
-    pin: Pin,
+    cpu: int | None,
     paths: list[Path],
     torch: Any,
 ) -> Feedback:
@@ -206,7 +198,7 @@ def _at_other_shapes(
     scale = float(other.extra["scale"])  # type: ignore[arg-type]
     checks = replace(settings, check_only=True)
     try:
-        elsewhere = _one_round(other, candidate, checks, sandbox, pin, paths, torch)
+        elsewhere = _one_round(other, candidate, checks, sandbox, cpu, paths, torch)
     except TaskError as error:
         raise TaskError(f"--check-scale {scale:g}: {error}") from None
     if elsewhere.correct:
@@ -225,7 +217,7 @@ def _one_round(
     candidate: str,
     settings: KernelBenchSettings,
     sandbox: Sandbox,
-    pin: Pin,
+    cpu: int | None,
     paths: list[Path],
     torch: Any,
 ) -> Feedback:
@@ -238,7 +230,7 @@ def _one_round(
     conversations: list[Conversation] = []
     try:
         common = written.spec(task, settings)
-        runner = WorkerRunner(sandbox, task, settings, job, paths, pin, written.seeds.layout)
+        runner = WorkerRunner(sandbox, task, settings, job, paths, cpu, written.seeds.layout)
         if settings.compile_only:
             judge = Judge.start(torch, task, settings, digest, sandbox, plan)
             stubs = importlib.resources.files("maxcode.evaluate").joinpath("cuda_stubs")

@@ -153,17 +153,6 @@ def cache_folder(kind: str, source: str) -> Path:
     return folder
 
 
-@dataclass(frozen=True)
-class Pin:
-    """Where a round's workers run: ``cpu``, the one they are timed on (None: not pinned),
-    and ``startup``, CPUs besides it that they may start up on (worker ``_start_wide``): the
-    interpreter and torch's import, before anything of the task loads. A caller names there
-    only CPUs that no other evaluation times on."""
-
-    cpu: int | None = None
-    startup: tuple[int, ...] = ()
-
-
 @dataclass
 class WorkerRunner:
     sandbox: Sandbox
@@ -171,7 +160,7 @@ class WorkerRunner:
     settings: KernelBenchSettings
     job: Path
     python_paths: list[Path]
-    pin: Pin
+    cpu: int | None
     layout: int = 0
     """The round's layout seed (``Seeds.layout``), the same for all of its runs."""
 
@@ -215,8 +204,8 @@ class WorkerRunner:
                         readonly=[self.job, *self.python_paths, *readonly],
                         writable=[cache],
                         limits=limits,
-                        cpu=self.pin.cpu,
-                        env=_environment(cache, workdir, self.layout, self.pin),
+                        cpu=self.cpu,
+                        env=_environment(cache, workdir, self.layout),
                         devices=_gpu_devices() if cuda else (),
                         on_start=None if conversation is None else conversation.started,
                     )
@@ -232,7 +221,7 @@ class WorkerRunner:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _environment(cache: Path, workdir: Path, layout: int = 0, pin: Pin = Pin()) -> dict[str, str]:
+def _environment(cache: Path, workdir: Path, layout: int = 0) -> dict[str, str]:
     environment = {
         "PATH": f"{Path(sys.executable).parent}:/usr/local/cuda/bin:/usr/local/bin:/usr/bin:/bin",
         "TORCH_EXTENSIONS_DIR": str(cache / "extensions"),
@@ -272,11 +261,6 @@ def _environment(cache: Path, workdir: Path, layout: int = 0, pin: Pin = Pin()) 
     asked = os.environ.get("MAXCODE_LAYOUT", "shared")
     environment["MAXCODE_LAYOUT"] = asked if asked in ("fixed", "random") else "shared"
     environment["MAXCODE_LAYOUT_SEED"] = str(layout)
-    # Start-up beside the pinned CPU (worker ``_start_wide``), unless this process's
-    # environment says ``pinned`` to measure what that is worth.
-    wide = [cpu for cpu in pin.startup if cpu != pin.cpu]
-    if pin.cpu is not None and wide and os.environ.get("MAXCODE_STARTUP") != "pinned":
-        environment["MAXCODE_STARTUP_CPUS"] = ",".join(str(cpu) for cpu in wide)
     for passed in ("CUDA_VISIBLE_DEVICES", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST"):
         if passed in os.environ:
             environment[passed] = os.environ[passed]
@@ -409,7 +393,6 @@ def last_line(text: str) -> str:
 
 __all__ = [
     "Job",
-    "Pin",
     "Seeds",
     "Side",
     "TimedPlan",

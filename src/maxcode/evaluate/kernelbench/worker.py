@@ -188,7 +188,6 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
     launches = _TritonLaunches.install(spec) if triton else None
     import torch
 
-    _settle()
     stages.done("torch")
     # Output containers read as they are stored, whatever code their type runs: exact lists
     # and tuples, and torch's named tuples (``torch.max(x, 1)``), taken before a candidate
@@ -859,48 +858,6 @@ _NVCC_FLAGS = [
 ]
 
 
-_HOME_CPUS: set[int] | None = None
-"""The CPUs the sandbox pinned this worker to, while it starts up on more (``_start_wide``)."""
-
-
-def _start_wide() -> None:
-    """Start up on the CPUs in ``MAXCODE_STARTUP_CPUS`` as well as the one this worker is
-    pinned to: the interpreter's start and ``import torch`` (most of a round's start-up, about
-    2.3 s of CPU per worker) run beside the other worker's instead of taking turns on one CPU.
-    Nothing of the problem or the candidate runs before ``_settle`` pins every thread back.
-    The parent names only CPUs that no evaluation times on (runner ``startup_cpus``)."""
-    global _HOME_CPUS
-    wanted = os.environ.get("MAXCODE_STARTUP_CPUS", "")
-    if not wanted:
-        return
-    try:
-        # Re-executed (``_fix_layout``): already wide, and the CPUs pinned to were kept.
-        kept = os.environ.get("MAXCODE_PINNED_CPUS")
-        home = {int(cpu) for cpu in kept.split(",")} if kept else os.sched_getaffinity(0)
-        os.sched_setaffinity(0, home | {int(cpu) for cpu in wanted.split(",")})
-    except (OSError, ValueError, AttributeError):
-        return
-    os.environ["MAXCODE_PINNED_CPUS"] = ",".join(str(cpu) for cpu in sorted(home))
-    _HOME_CPUS = home
-
-
-def _settle() -> None:
-    """Every thread of this process back on the CPUs it was pinned to (``_start_wide``):
-    after torch's import, before anything of the task loads. A thread that cannot be moved
-    ends the run (a worker left on two CPUs would be timed there)."""
-    if _HOME_CPUS is None:
-        return
-    for task in os.listdir("/proc/self/task"):
-        try:
-            os.sched_setaffinity(int(task), _HOME_CPUS)
-        except ProcessLookupError:
-            continue  # a thread that ended meanwhile
-        except OSError as error:
-            raise _Failure(
-                "runtime_error", f"the worker could not settle on its CPU: {error}"
-            ) from None
-
-
 def _compile_check(spec: dict[str, Any], result: dict[str, Any]) -> None:
     """Compile the sources of every ``load_inline`` call of the candidate without loading them
     (for CUDA candidates on a machine with nvcc and no GPU): the call is recorded instead of
@@ -1346,7 +1303,6 @@ def _shift_layout(pages: int, heap: int) -> None:
 
 
 if __name__ == "__main__":
-    _start_wide()
     _no_huge_pages()
     _fix_layout()
     sys.exit(main(sys.argv[1]))

@@ -29,12 +29,11 @@ Run it on an idle machine: the figures are the harness's cost, and other work in
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import statistics
 import time
-from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 from maxcode.evaluate import evaluate_task
 from maxcode.evaluate.kernelbench.evaluator import PHASES
@@ -76,24 +75,6 @@ def row(label: str, walls: list[float], runs: list[Feedback]) -> str:
     return f"{label:<24} {wall:>6.2f} {shown} {outside:>7.2f} {calls:>5.0f} {spread:>13} {ci:>15}"
 
 
-@contextlib.contextmanager
-def environment(setting: tuple[str, str] | None) -> Iterator[None]:
-    """``setting`` (name, value) in this process's environment for the block."""
-    if setting is None:
-        yield
-        return
-    name, value = setting
-    before = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = before
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("problems", nargs="*", type=Path)
@@ -106,12 +87,12 @@ def main() -> None:
     )
     parser.add_argument("--alternate", metavar="NAME=VALUE", help="also each trial this way")
     options = parser.parse_args()
-    ways: list[tuple[str, str] | None] = [None]
+    ways: tuple[dict[str, str], ...] = ({},)
     if options.alternate:
         name, equals, value = options.alternate.partition("=")
         if not equals or not name:
             parser.error("--alternate takes NAME=VALUE")
-        ways.append((name, value))
+        ways = ({}, {name: value})
     problems = options.problems or kernelbench_suite(REPO / "examples" / "kernelbench")
     header = f"{'problem':<24} {'eval s':>6} " + " ".join(f"{p[:8]:>8}" for p in SHOWN)
     print(header + f" {'outside':>7} {'calls':>5} {'speedups':>13} {'widest CI':>15}")
@@ -124,7 +105,7 @@ def main() -> None:
         runs: list[list[Feedback]] = [[] for _ in ways]
         for _ in range(options.trials):
             for way, setting in enumerate(ways):
-                with environment(setting):
+                with mock.patch.dict(os.environ, setting):
                     started = time.perf_counter()
                     feedback = evaluate(task, source, options)
                     walls[way].append(time.perf_counter() - started)
@@ -132,7 +113,8 @@ def main() -> None:
                     raise SystemExit(f"{problem.stem}: {feedback.error}")
                 runs[way].append(feedback)
         for way, setting in enumerate(ways):
-            label = problem.stem if setting is None else f"  {setting[0]}={setting[1]}"
+            label = "".join(f"  {name}={value}" for name, value in setting.items())
+            label = label or problem.stem
             print(row(label[:24], walls[way], runs[way]), flush=True)
         if len(ways) > 1:
             ratio = statistics.median(walls[0]) / statistics.median(walls[1])

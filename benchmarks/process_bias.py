@@ -35,18 +35,22 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from maxcode.evaluate.kernelbench import worker
+from maxcode.evaluate.kernelbench import runner, worker
 
+_SETTINGS = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "MALLOC_MMAP_MAX_",
+    "MALLOC_TRIM_THRESHOLD_",
+    "THP_MEM_ALLOC_ENABLE",
+)
 ENVIRONMENT = {
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "MALLOC_MMAP_MAX_": "0",
-    "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
-    "THP_MEM_ALLOC_ENABLE": "1",
+    name: value for name, value in runner._environment(Path(), Path()).items() if name in _SETTINGS
 }
-"""The workers' allocation settings (``runner._environment``)."""
+"""The workers' thread and allocation settings, as the harness sets them."""
 _PAGE = worker._PAGE
 _SPAN = 16 << 20
 

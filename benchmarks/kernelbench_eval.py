@@ -17,11 +17,13 @@ outside the timed window, the timed calls per side, and the speedups seen with t
 
 ``--alternate NAME=VALUE`` makes every trial twice in a row, as configured and with that
 environment variable set (``MAXCODE_LAYOUT=fixed``: no layout drawn per round), and prints a
-row for each way and the ratio of their evaluations' wall times.
+row for each way and the ratio of their evaluations' wall times. ``--rounds`` is the rounds of
+an evaluation: 1 (the default) as a search screens, ``rounds.REPORTED_ROUNDS`` as ``maxcode
+eval`` reports (``MAXCODE_ZYGOTE=0`` then measures the rounds' workers started afresh).
 
     python benchmarks/kernelbench_eval.py [PROBLEM.py ...] [--device cpu|cuda] [--trials 3]
         [--candidate identical|fixture] [--compile-baseline] [--scale 0.1]
-        [--alternate NAME=VALUE]
+        [--alternate NAME=VALUE] [--rounds 1]
 
 Run it on an idle machine: the figures are the harness's cost, and other work inflates them.
 """
@@ -54,7 +56,11 @@ def candidate_source(problem: Path, kind: str, device: str) -> str:
 
 def evaluate(task: Task, source: str, options: argparse.Namespace) -> Feedback:
     return evaluate_task(
-        task, source, device=options.device, compile_baseline=options.compile_baseline
+        task,
+        source,
+        device=options.device,
+        compile_baseline=options.compile_baseline,
+        rounds=options.rounds,
     )
 
 
@@ -86,6 +92,9 @@ def main() -> None:
         "--scale", type=float, default=1.0, help="sizes scaled as maxcode eval --scale does"
     )
     parser.add_argument("--alternate", metavar="NAME=VALUE", help="also each trial this way")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="rounds per evaluation (1: a search's screening)"
+    )
     options = parser.parse_args()
     ways: tuple[dict[str, str], ...] = ({},)
     if options.alternate:

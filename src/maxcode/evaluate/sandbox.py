@@ -485,7 +485,7 @@ class _Batch:
             backstop = len(self.runs) * (limits.wall_s + 1.0) + 5.0
             finished, wall = _wait_until(process.pid, started, backstop)
             if not finished:
-                _kill_group(process.pid)
+                kill_group(process.pid)
             os.wait4(process.pid, 0)
             process.returncode = 0
         finally:
@@ -497,7 +497,7 @@ class _Batch:
         if self.uid is not None and isolation != "bwrap":
             stragglers = _kill_uid(self.uid)
         reports = _read_reports(self.io_dir / "status")
-        wrapper_error = _head_and_tail(self.io_dir / "wrapper.err")
+        wrapper_error = head_and_tail(self.io_dir / "wrapper.err")
         results = [
             self._result(index, reports.get(index), limits, wrapper_error)
             for index in range(len(self.runs))
@@ -556,7 +556,7 @@ class _Batch:
         self, index: int, report: dict[str, int] | None, limits: Limits, wrapper_error: str
     ) -> SandboxResult:
         stdout = (self.io_dir / f"out.{index}").read_bytes()[: limits.file_size_bytes]
-        stderr = _head_and_tail(self.io_dir / f"err.{index}")
+        stderr = head_and_tail(self.io_dir / f"err.{index}")
         if report is None or "status" not in report:
             # The init never reported this run: the sandbox failed, or the batch was killed.
             return SandboxResult(
@@ -570,34 +570,47 @@ class _Batch:
                 stderr=(stderr + wrapper_error).strip(),
                 isolation=self.sandbox.isolation,
             )
-        status = report["status"]
-        exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
-        signal_number = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-        cpu_used = report["cpu_us"] / 1e6
-        cpu_seconds = limits.cpu_s if limits.cpu_s is not None else limits.wall_s + 1
-        limit_hit: LimitHit | None = None
-        if report.get("timed_out"):
-            limit_hit = "wall"
-        elif signal_number == signal.SIGXFSZ:
-            limit_hit = "output"
-        elif signal_number == signal.SIGXCPU or (
-            signal_number == signal.SIGKILL and cpu_used >= cpu_seconds
-        ):
-            limit_hit = "cpu"
-        elif limits.memory_bytes is not None and _looks_out_of_memory(signal_number, stderr):
-            limit_hit = "memory"
-        return SandboxResult(
-            exit_code=exit_code,
-            signal=signal_number,
-            limit_hit=limit_hit,
-            wall_s=report["wall_ns"] / 1e9,
-            cpu_s=cpu_used,
-            max_rss_kb=report["maxrss_kb"],
-            stdout=stdout,
-            stderr=stderr,
-            isolation=self.sandbox.isolation,
-            stragglers_killed=bool(report.get("stragglers")),
-        )
+        return reported_result(report, limits, stdout, stderr, self.sandbox.isolation)
+
+
+def reported_result(
+    report: Mapping[str, int],
+    limits: Limits,
+    stdout: bytes,
+    stderr: str,
+    isolation: Isolation,
+) -> SandboxResult:
+    """A run's result from its status line (the init's, or a KernelBench zygote's for the
+    worker it forked: ``status``, ``timed_out``, ``wall_ns``, ``cpu_us``, ``maxrss_kb``,
+    ``stragglers``): which limit ended it, if one did."""
+    status = report["status"]
+    exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+    signal_number = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    cpu_used = report["cpu_us"] / 1e6
+    cpu_seconds = limits.cpu_s if limits.cpu_s is not None else limits.wall_s + 1
+    limit_hit: LimitHit | None = None
+    if report.get("timed_out"):
+        limit_hit = "wall"
+    elif signal_number == signal.SIGXFSZ:
+        limit_hit = "output"
+    elif signal_number == signal.SIGXCPU or (
+        signal_number == signal.SIGKILL and cpu_used >= cpu_seconds
+    ):
+        limit_hit = "cpu"
+    elif limits.memory_bytes is not None and _looks_out_of_memory(signal_number, stderr):
+        limit_hit = "memory"
+    return SandboxResult(
+        exit_code=exit_code,
+        signal=signal_number,
+        limit_hit=limit_hit,
+        wall_s=report["wall_ns"] / 1e9,
+        cpu_s=cpu_used,
+        max_rss_kb=report["maxrss_kb"],
+        stdout=stdout,
+        stderr=stderr,
+        isolation=isolation,
+        stragglers_killed=bool(report.get("stragglers")),
+    )
 
 
 def _limits_arg(limits: Limits, cpu: int | None, uid: int | None) -> str:
@@ -735,7 +748,7 @@ def _wait_by_polling(pid: int, started: float, limit_s: float) -> tuple[bool, fl
         time.sleep(0.0005)
 
 
-def _kill_group(pid: int) -> None:
+def kill_group(pid: int) -> None:
     """Terminate the run's process group, then kill it after a short grace period."""
     for sig, pause in ((signal.SIGTERM, _KILL_GRACE_S), (signal.SIGKILL, 0.0)):
         try:
@@ -790,7 +803,7 @@ def _chown_tree(root: Path, uid: int) -> None:
             os.chown(os.path.join(folder, name), uid, uid, follow_symlinks=False)
 
 
-def _head_and_tail(path: Path) -> str:
+def head_and_tail(path: Path) -> str:
     """The start and the end of a file (the first compiler error, the last words of a crash)."""
     size = path.stat().st_size
     with open(path, "rb") as handle:

@@ -153,6 +153,7 @@ class Conversation:
         self.waited_ns = 0
         """Time the worker waited for its turns (blocked on its descriptor 3)."""
         self._root: int | None = None
+        self._forked = False
         self.processes: tuple[int, int] | None = None
         """The run's init and worker (host pids), found when the worker is ready."""
         self.others: list[int] = []
@@ -175,9 +176,12 @@ class Conversation:
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
 
-    def started(self, pid: int) -> None:
-        """The sandbox started the worker's run as ``pid`` (its processes are below it)."""
+    def started(self, pid: int, forked: bool = False) -> None:
+        """The sandbox started the worker's run as ``pid`` (its processes are below it);
+        ``forked``: the run's program is a zygote that forks the worker
+        (``cpuclock.find_worker``)."""
         self._root = pid
+        self._forked = forked
 
     def _cpu(self) -> int | None:
         return None if self.processes is None else process_cpu_ns(self.processes[1])
@@ -378,7 +382,7 @@ class Conversation:
                 raise ValueError("ready twice")
             self.ready_at = now
             if self._root is not None:
-                self.processes = find_worker(self._root)
+                self.processes = find_worker(self._root, self._forked)
             if self.side == REFERENCE:
                 self.plan.decide(
                     message.estimate_s,

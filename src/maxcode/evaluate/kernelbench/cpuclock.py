@@ -11,7 +11,8 @@ little of the load's noise.
 Processes are found in ``/proc`` from the pid the sandbox started: the first ``maxcode-init``
 below it is the run's trusted init (a candidate may name a process of its own so, but only
 below the init), and the worker is the init's first child (the init starts the run's program
-before anything of the run can start another process). Work in the run's other processes
+before anything of the run can start another process), or that child's first child when the
+program is a zygote that forks the worker of each round. Work in the run's other processes
 (children of the worker, orphans the init reaped) is counted separately (``others_ns``): the
 reference has none while timed.
 """
@@ -88,13 +89,18 @@ def _below(root: int, children: dict[int, list[int]]) -> list[int]:
     return order
 
 
-def find_worker(root: int) -> tuple[int, int] | None:
-    """(init, worker) of the sandboxed run started as ``root``; None when not found."""
+def find_worker(root: int, forked: bool = False) -> tuple[int, int] | None:
+    """(init, worker) of the sandboxed run started as ``root``; None when not found.
+    ``forked``: the run's program is a zygote (worker ``_zygote``), and the worker is its
+    first child (the zygote forks it before anything of the round can start a process, and
+    has no other child left from the rounds before)."""
     processes = _processes()
     children = _children(processes)
     for pid in _below(root, children):
         if pid in processes and processes[pid].name == INIT_NAME:
             first = children.get(pid, [])[:1]
+            if first and forked:
+                first = children.get(first[0], [])[:1]
             return (pid, first[0]) if first else None
     return None
 

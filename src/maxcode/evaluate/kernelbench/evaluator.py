@@ -26,7 +26,9 @@ Protocol (one call of ``evaluate_kernelbench``):
 
 With ``settings.rounds`` above one, steps 1-4 run again with fresh seeds and fresh workers,
 and the rounds are combined (``rounds.py``: a bias that lasts a whole process is sampled
-only by fresh processes).
+only by fresh processes). On a CPU those workers are forked, each side's from a zygote of its
+own that imported torch once for the evaluation (``zygote.py``): both zygotes start as step 2
+says the workers do.
 
 The reward is the paired estimate of eager time / candidate time (``schedule.paired_speedup``,
 with its interval); ``speedup_vs_compile`` is reported too. ``Feedback.phases`` says where the
@@ -68,6 +70,7 @@ from maxcode.evaluate.kernelbench.runner import (
 )
 from maxcode.evaluate.kernelbench.schedule import CANDIDATE, REFERENCE, Schedule, TimedPlan
 from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
+from maxcode.evaluate.kernelbench.zygote import Zygotes
 from maxcode.evaluate.sandbox import Sandbox, hidden_from_others
 from maxcode.tasks.kernelbench import rescaled
 from maxcode.tasks.model import Task
@@ -172,15 +175,37 @@ def evaluate_kernelbench(
         other = rescaled(task, settings.check_scale)  # before anything runs: a bad scale fails
     tally = rounds.Tally(1 if settings.compile_only else settings.rounds)
     later = replace(settings, compile_baseline=False, profile=False)
-    while tally.more():
-        # The baselines and profiles are measured in the first round the verdict keeps: a
-        # round held for confirmation (and then set aside) would take them with it.
-        chosen = later if tally.done else settings
-        tally.add(_one_round(task, candidate, chosen, sandbox, pinned, paths, torch))
+    pair = None
+    if forks(settings):
+        pair = Zygotes.start(task, candidate, settings, sandbox, pinned, paths, settings.rounds)
+    try:
+        while tally.more():
+            # The baselines and profiles are measured in the first round the verdict keeps: a
+            # round held for confirmation (and then set aside) would take them with it.
+            chosen = later if tally.done else settings
+            tally.add(_one_round(task, candidate, chosen, sandbox, pinned, paths, torch, pair))
+    finally:
+        if pair is not None:
+            pair.close()
     combined = tally.result()
     if other is None or not combined.correct:
         return combined
     return _at_other_shapes(combined, other, candidate, later, sandbox, pinned, paths, torch)
+
+
+def forks(settings: KernelBenchSettings) -> bool:
+    """Whether an evaluation's rounds fork their workers from zygotes (``zygote.py``): on a
+    CPU, over several timed rounds, unless ``MAXCODE_ZYGOTE=0`` (to measure what that is
+    worth). Not on a GPU (a process that forks must not have touched CUDA; not measured
+    there), nor for Triton's interpreter (set up before torch loads)."""
+    return (
+        settings.rounds > 1
+        and settings.device == "cpu"
+        and settings.timed
+        and settings.kernel_backend() != "triton"
+        and not settings.compile_only
+        and os.environ.get("MAXCODE_ZYGOTE", "1") != "0"
+    )
 
 
 def _at_other_shapes(
@@ -220,11 +245,13 @@ def _one_round(
     cpu: int | None,
     paths: list[Path],
     torch: Any,
+    pair: Zygotes | None = None,
 ) -> Feedback:
-    """One round: fresh seeds, both workers, checks, the timing window, the verdict."""
+    """One round: fresh seeds, both workers (forked by ``pair`` when given), checks, the
+    timing window, the verdict."""
     clock = PhaseClock()
     digest = hashlib.sha256(candidate.encode()).hexdigest()
-    written = Job.write(task, candidate)
+    written = Job.write(task, candidate) if pair is None else pair.job.again()
     job = written.folder
     plan = TimedPlan()
     conversations: list[Conversation] = []
@@ -271,23 +298,30 @@ def _one_round(
         ):
             if settings.device == "cuda":
                 clock.mark("queued")
-            running_reference = pool.submit(
-                runner.run,
+
+            def start(role: str, spec: dict[str, Any], folder: Path, wall_s: float) -> Any:
+                conversation = conversations[0 if role == "reference" else 1]
+                if pair is not None:
+                    forked = pair.side(role).run
+                    return pool.submit(forked, spec, conversation, wall_s, written.seeds.layout)
+                return pool.submit(
+                    runner.run,
+                    role,
+                    spec,
+                    folder,
+                    conversation=conversation,
+                    wall_s=wall_s,
+                    exclusive=False,
+                )
+
+            running_reference = start(
                 "reference",
                 reference_spec,
                 cache_folder("ref", task.reference),
-                conversation=conversations[0],
-                wall_s=2 * task.timeout_s + settings.budget_s,
-                exclusive=False,
+                2 * task.timeout_s + settings.budget_s,
             )
-            running_candidate = pool.submit(
-                runner.run,
-                "candidate",
-                common,
-                cache,
-                conversation=conversations[1],
-                wall_s=task.timeout_s + settings.budget_s,
-                exclusive=False,
+            running_candidate = start(
+                "candidate", common, cache, task.timeout_s + settings.budget_s
             )
             try:
                 if torch is None:  # imported while the workers start up, before any timing
@@ -312,7 +346,8 @@ def _one_round(
     finally:
         for conversation in conversations:
             conversation.release()
-        written.remove()
+        if pair is None:
+            written.remove()
 
 
 def _compile_baseline(

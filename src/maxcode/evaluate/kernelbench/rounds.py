@@ -7,9 +7,10 @@ candidates timed for 400 calls a side (pairs' intervals of +-0.5-1%) still sprea
 the log speedup) from one evaluation to the next, and more when the physical pages behind the
 workers' memory were shuffled (2.1%): where a process's memory landed decides how fast it runs
 for its whole life. More calls cannot shrink that; only fresh processes sample it, and ``r``
-rounds divide it by the square root of ``r``. The search screens its candidates with one round
-(cheap, the interval's low end selects); what is reported as a result (``maxcode eval``, the
-search's final re-verification) takes ``REPORTED_ROUNDS``.
+rounds divide it by the square root of ``r`` (forked ones sample it too: on a CPU each
+round's workers are forked from a zygote per side, ``zygote.py``). The search screens its
+candidates with one round (cheap, the interval's low end selects); what is reported as a
+result (``maxcode eval``, the search's final re-verification) takes ``REPORTED_ROUNDS``.
 
 Combination. Every round is a whole evaluation: fresh seeds, checks, integrity judgement. The
 first round whose verdict is not a clean correct one (wrong, failed, void) is the evaluation's

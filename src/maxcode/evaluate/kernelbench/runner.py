@@ -17,7 +17,7 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,6 +96,10 @@ class Job:
             "timed": settings.timed,
             "checked_bytes": channel.CHECKED_BYTES,
         }
+
+    def again(self) -> Job:
+        """The same folder with fresh seeds (another round of one evaluation)."""
+        return Job(self.folder, Seeds.fresh())
 
     def remove(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -182,43 +186,78 @@ class WorkerRunner:
         ``collect`` names a file it leaves behind, ``wall_s`` replaces the task's time limit
         (a run that waits for another's turns); ``exclusive``: hold ``cache`` alone for the run
         (False: the caller holds it, or the run builds nothing there)."""
-        spec_path = self.job / f"{role}.json"
-        write_readable(spec_path, json.dumps({**spec, "role": role}))
+        spec_path = self.write_spec(role, spec)
         workdir = make_scratch(f"maxcode-kb-{role}-")
         try:
-            cuda = self.settings.device == "cuda"
-            limits = Limits(
-                wall_s=wall_s or self.task.timeout_s,
-                memory_bytes=None if cuda else self.task.memory_mb << 20,
-                file_size_bytes=_FILE_BYTES,
-                processes=256,
-            )
-            argv = [*prefix, sys.executable, "-I", "-B", str(self.job / "worker.py")]
-            argv.append(str(spec_path))
             aux = None if conversation is None else conversation.worker_fd
             try:
                 with sole_user(cache) if exclusive else contextlib.nullcontext():
-                    results = self.sandbox.run_batch(
-                        argv,
-                        [Run(workdir=workdir, aux_fd=aux)],
-                        readonly=[self.job, *self.python_paths, *readonly],
-                        writable=[cache],
-                        limits=limits,
-                        cpu=self.cpu,
-                        env=_environment(cache, workdir, self.layout),
-                        devices=_gpu_devices() if cuda else (),
+                    result = self.launch(
+                        str(spec_path),
+                        workdir,
+                        cache,
+                        aux,
+                        wall_s or self.task.timeout_s,
+                        prefix=prefix,
+                        readonly=readonly,
                         on_start=None if conversation is None else conversation.started,
                     )
             finally:
                 if conversation is not None:
                     conversation.close()
-            side = _read_side(workdir, results[0], conversation)
+            side = read_side(workdir, result, conversation)
             if collect is not None and (workdir / collect).is_file():
                 with open(workdir / collect, encoding="utf-8", errors="replace") as handle:
                     side.collected = handle.read(_COLLECTED_CHARS)
             return side
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+
+    def write_spec(self, role: str, spec: dict[str, Any], name: str | None = None) -> Path:
+        """The spec file of a run of ``role`` in the job folder (named ``name``, else for
+        the role)."""
+        spec_path = self.job / f"{name or role}.json"
+        write_readable(spec_path, json.dumps({**spec, "role": role}))
+        return spec_path
+
+    def limits(self, wall_s: float) -> Limits:
+        """A worker's limits, with ``wall_s`` of wall time."""
+        cuda = self.settings.device == "cuda"
+        return Limits(
+            wall_s=wall_s,
+            memory_bytes=None if cuda else self.task.memory_mb << 20,
+            file_size_bytes=_FILE_BYTES,
+            processes=256,
+        )
+
+    def launch(
+        self,
+        argument: str,
+        workdir: Path,
+        cache: Path,
+        aux: int | None,
+        wall_s: float,
+        *,
+        prefix: tuple[str, ...] = (),
+        readonly: tuple[Path, ...] = (),
+        on_start: Callable[[int], None] | None = None,
+    ) -> SandboxResult:
+        """``worker.py ARGUMENT`` (a spec file, or ``worker.ZYGOTE``) sandboxed in
+        ``workdir``, until it ends: ``aux`` is its descriptor 3, ``cache`` its writable
+        build folder."""
+        cuda = self.settings.device == "cuda"
+        argv = [*prefix, sys.executable, "-I", "-B", str(self.job / "worker.py"), argument]
+        return self.sandbox.run_batch(
+            argv,
+            [Run(workdir=workdir, aux_fd=aux)],
+            readonly=[self.job, *self.python_paths, *readonly],
+            writable=[cache],
+            limits=self.limits(wall_s),
+            cpu=self.cpu,
+            env=_environment(cache, workdir, self.layout),
+            devices=_gpu_devices() if cuda else (),
+            on_start=on_start,
+        )[0]
 
 
 def _environment(cache: Path, workdir: Path, layout: int = 0) -> dict[str, str]:
@@ -267,7 +306,7 @@ def _environment(cache: Path, workdir: Path, layout: int = 0) -> dict[str, str]:
     return environment
 
 
-def _read_side(workdir: Path, result: SandboxResult, conversation: Conversation | None) -> Side:
+def read_side(workdir: Path, result: SandboxResult, conversation: Conversation | None) -> Side:
     report = read_report(workdir / "result.json")
     if isinstance(report, str):
         return Side(None, None, result, conversation, problem=report)

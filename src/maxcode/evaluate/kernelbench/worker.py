@@ -2,7 +2,9 @@
 
 It is started as ``python3 -I -B worker.py SPEC.json`` in a sandboxed process of its own, once
 for the reference and once for the candidate, so the candidate can never patch the reference's
-code or the functions that judge it. It imports no maxcode module: it is copied next to the
+code or the functions that judge it. An evaluation of several rounds starts it once per side as
+``worker.py --zygote`` instead (``_zygote``): that process imports torch and forks the side's
+worker for each round, in the same sandbox. It imports no maxcode module: it is copied next to the
 job's files and runs with the interpreter's own packages only. Before anything else it
 re-executes itself once with address-space randomization off and moves its layout by the
 round's draw (``_fix_layout``), so that the two processes timed against each other do not differ
@@ -1302,7 +1304,164 @@ def _shift_layout(pages: int, heap: int) -> None:
         libc.malloc(heap)
 
 
+_PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 4, 36
+ZYGOTE = "--zygote"
+"""The argument that starts this file as a side's zygote (``_zygote``) instead of one run."""
+
+
+def _zygote() -> int:
+    """One side's process for a whole evaluation: import torch once, then fork this side's
+    worker for each round the parent asks for, on descriptor 3 (a ``SOCK_SEQPACKET`` socket):
+    one message per round, the round's order (JSON: ``spec``, ``folder``, ``layout``,
+    ``wall_s``, ``cpu_s``) with the round's conversation socket attached; one answer when
+    the round's processes are gone (``_serve_round``). The end of the socket ends it.
+
+    Every round's worker starts from this process's state: torch imported, nothing of the
+    task. No code of the task or the candidate runs here, and the workers cannot reach this
+    process: it is not dumpable (no ptrace, no /proc/PID/mem for its uid, and the runs have
+    no capabilities), and it is their subreaper, so that whatever a round leaves behind is
+    its child to kill before the next round starts."""
+    import signal
+    import socket
+
+    import torch  # noqa: F401  (what every round's worker imports: once, here)
+
+    _libc("prctl", _PR_SET_DUMPABLE, 0, 0, 0, 0)
+    _libc("prctl", _PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    signal.signal(signal.SIGALRM, signal.SIG_IGN)
+    control = socket.socket(fileno=_CHANNEL_FD)
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(control, 1 << 16, 1)
+        except OSError:
+            return 0
+        if not message:
+            return 0
+        answer = _serve_round(json.loads(message), fds, control)
+        control.send(json.dumps(answer).encode())
+
+
+def _serve_round(order: dict[str, Any], fds: list[int], control: Any) -> dict[str, Any]:
+    """Fork the round's worker, wait for it (killed at ``wall_s``), kill what it left, and
+    say how it ended: its wait status, whether its time ran out, its wall time, the CPU time
+    of every process of the round (the worker, its children, what they left) and the
+    worker's peak memory."""
+    import resource
+    import signal
+
+    if len(fds) != 1:
+        return {"problem": "no conversation socket came with the round"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    started = time.monotonic_ns()
+    pid = os.fork()
+    if pid == 0:
+        _forked_worker(order, fds[0], control)
+    os.close(fds[0])
+    expired = []
+
+    def expire(signum: int, frame: Any) -> None:
+        expired.append(True)
+        os.kill(pid, signal.SIGKILL)
+
+    signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, max(float(order["wall_s"]), 0.001))
+    _, status, usage = os.wait4(pid, 0)
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, signal.SIG_IGN)
+    wall_ns = time.monotonic_ns() - started
+    stragglers = _sweep()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return {
+        "status": status,
+        "timed_out": bool(expired),
+        "wall_ns": wall_ns,
+        "cpu_us": int(cpu * 1e6),
+        "maxrss_kb": usage.ru_maxrss,
+        "stragglers": stragglers,
+    }
+
+
+def _forked_worker(order: dict[str, Any], conversation: int, control: Any) -> None:
+    """The round's worker, in the zygote's fork: the round's conversation as descriptor 3,
+    a folder of its own, its output there, the round's layout shift; then ``main``."""
+    try:
+        import resource
+        import signal
+
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        control.detach()  # descriptor 3: the conversation replaces it
+        os.dup2(conversation, _CHANNEL_FD)
+        os.close(conversation)
+        _libc("prctl", _PR_SET_DUMPABLE, 1, 0, 0, 0)
+        cpu_s = int(order["cpu_s"])
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
+        os.mkdir(order["folder"], 0o755)
+        os.chdir(order["folder"])
+        for fd, name in ((1, "stdout"), (2, "stderr")):
+            opened = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(opened, fd)
+            os.close(opened)
+        os.environ["MAXCODE_LAYOUT_SEED"] = str(int(order["layout"]))
+        if os.environ.get("MAXCODE_LAYOUT", "shared").startswith("shared"):
+            _, pages, heap = _layout_draw()
+            _shift_layout(pages, heap)
+        main(order["spec"])
+    except BaseException:
+        traceback.print_exc()
+    os._exit(70)
+
+
+def _sweep() -> bool:
+    """Kill and reap every child this process has (a round's leftovers: as the subreaper,
+    every orphan of a round comes here), until none is left; whether there was any."""
+    import signal
+
+    killed = False
+    while True:
+        children = _children_of(os.getpid())
+        if not children:
+            break
+        killed = True
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in children:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+    while True:  # zombies no listing showed
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                break
+        except ChildProcessError:
+            break
+    return killed
+
+
+def _children_of(parent: int) -> list[int]:
+    """Live children of ``parent``, from ``/proc``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                raw = handle.read()
+        except OSError:
+            continue
+        fields = raw[raw.rfind(b")") + 2 :].split()
+        if len(fields) > 1 and int(fields[1]) == parent and fields[0] != b"Z":
+            found.append(int(entry))
+    return found
+
+
 if __name__ == "__main__":
     _no_huge_pages()
     _fix_layout()
-    sys.exit(main(sys.argv[1]))
+    sys.exit(_zygote() if sys.argv[1] == ZYGOTE else main(sys.argv[1]))

@@ -1,0 +1,245 @@
+"""Zygotes: one sandboxed process per side for a whole evaluation, which imports torch once and
+forks that side's worker for each round (worker ``_zygote``).
+
+Why. A round needs fresh worker processes (``rounds.py``: a bias that lasts a process is
+sampled only by new ones), and each fresh worker imported torch, about 2.3 s of CPU on this
+machine, both on the timing CPU, one after the other: most of a round's start-up. A forked
+worker is a new process (its own pages from its first write, its own heap from there, its own
+layout shift, worker ``_forked_worker``), and ``benchmarks/process_bias.py`` found forked
+children draw the process bias afresh as fresh interpreters do. Rounds after the first then
+start in a fraction of a second.
+
+Isolation is the sandbox's, as before: one zygote per side, started in that side's sandbox
+(its uid, its namespaces, its limits) and never serving another program; the candidate's
+rounds are forked from a process no code of the candidate's ran in. A round's worker cannot
+reach its zygote (not dumpable, no capabilities), and whatever a round leaves behind is the
+zygote's to kill before it answers (its subreaper), so no process of a round survives into the
+next, as none survived a run before. What a worker's round leaves in its folder stays there:
+each round has a folder of its own, and the parent removes it after reading it. What a zygote
+cannot give a round: a fresh draw of what is fixed before torch loads (the stack's start and
+torch's libraries, drawn per evaluation) and of Python's hash seed.
+
+A zygote's answer (the round's wait status, wall and CPU time, peak memory) is read as the
+init's status line for a run (``sandbox.reported_result``). A zygote that does not answer
+within the round's time, or is gone, ends the round as a run killed at its limit would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+import signal
+import socket
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from maxcode.evaluate.kernelbench.channel import Conversation
+from maxcode.evaluate.kernelbench.runner import (
+    Job,
+    Seeds,
+    Side,
+    WorkerRunner,
+    cache_folder,
+    read_side,
+)
+from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
+from maxcode.evaluate.kernelbench.worker import ZYGOTE
+from maxcode.evaluate.sandbox import (
+    Sandbox,
+    SandboxResult,
+    head_and_tail,
+    kill_group,
+    make_scratch,
+    reported_result,
+)
+from maxcode.tasks.model import Task
+
+_ANSWER_SLACK_S = 10.0
+"""Seconds a zygote may take past a round's time limit to answer (kill, sweep, reap)."""
+_CLOSE_S = 5.0
+"""Seconds a zygote may take to end once its socket is closed, before it is killed."""
+_ANSWER_BYTES = 1 << 16
+
+
+class Zygote:
+    """One side's zygote: started with ``runner`` (its job folder, sandbox, CPU and the
+    evaluation's layout draw), ``role``'s build folder ``cache`` writable, for at most
+    ``wall_s`` in all; ``run`` forks a round's worker, ``close`` ends it."""
+
+    def __init__(self, runner: WorkerRunner, role: str, cache: Path, wall_s: float) -> None:
+        self.runner, self.role, self.cache = runner, role, cache
+        self.workdir = make_scratch(f"maxcode-kb-{role}-")
+        self._control, self._theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._root: int | None = None
+        self._rounds = 0
+        self.ended: SandboxResult | None = None
+        """The zygote's own run, once it is over."""
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._live, args=(wall_s,), name=f"maxcode-zygote-{role}", daemon=True
+        )
+        self._thread.start()
+
+    def _live(self, wall_s: float) -> None:
+        try:
+            self.ended = self.runner.launch(
+                ZYGOTE,
+                self.workdir,
+                self.cache,
+                self._theirs.fileno(),
+                wall_s,
+                on_start=self._started,
+            )
+        except BaseException as error:  # the sandbox could not run it: the round's to raise
+            self._error = error
+        finally:
+            self._drop_theirs()
+
+    def _started(self, pid: int) -> None:
+        self._root = pid
+        # The zygote holds its end now: with ours gone, its death is our socket's end.
+        self._drop_theirs()
+
+    def _drop_theirs(self) -> None:
+        if self._theirs.fileno() != -1:
+            self._theirs.close()
+
+    def run(
+        self, spec: dict[str, Any], conversation: Conversation, wall_s: float, layout: int
+    ) -> Side:
+        """One round's worker of this side: ``spec`` (the round's seeds), ``conversation`` on
+        its descriptor 3, killed after ``wall_s``, its layout shifted by ``layout``."""
+        self._rounds += 1
+        name = f"{self.role}-{self._rounds}"
+        spec_path = self.runner.write_spec(self.role, spec, name)
+        folder = self.workdir / name
+        limits = self.runner.limits(wall_s)
+        order = {
+            "spec": str(spec_path),
+            "folder": str(folder),
+            "layout": layout,
+            "wall_s": wall_s,
+            "cpu_s": math.ceil(limits.cpu_s if limits.cpu_s is not None else wall_s + 1),
+        }
+        answer: dict[str, Any] | None = None
+        try:
+            self._wait_started()
+            if self._error is not None:
+                raise self._error
+            if self._root is not None:
+                conversation.started(self._root, forked=True)
+            try:
+                payload = json.dumps(order).encode()
+                socket.send_fds(self._control, [payload], [conversation.worker_fd])
+                self._control.settimeout(wall_s + _ANSWER_SLACK_S)
+                raw = self._control.recv(_ANSWER_BYTES)
+                answer = json.loads(raw) if raw else None
+            except (OSError, ValueError):  # no answer in time (socket.timeout), or garbled
+                answer = None
+        finally:
+            conversation.close()
+        stdout = _read_bytes(folder / "stdout", limits.file_size_bytes)
+        stderr = head_and_tail(folder / "stderr") if (folder / "stderr").is_file() else ""
+        try:
+            if isinstance(answer, dict) and "status" in answer:
+                isolation = self.runner.sandbox.isolation
+                result = reported_result(answer, limits, stdout, stderr, isolation)
+                return read_side(folder, result, conversation)
+            # Without the zygote's account of the round (its time, its CPU, what it left),
+            # what the worker reported is not evidence, however complete it looks.
+            side = read_side(folder, self._lost(wall_s, stdout, stderr), conversation)
+            side.problem = side.problem or f"the {self.role}'s zygote did not answer"
+            return side
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)  # what the round wrote, read
+
+    def _wait_started(self) -> None:
+        """Until the sandbox started the zygote (or its run is already over)."""
+        while self._root is None and self._thread.is_alive():
+            self._thread.join(timeout=0.01)
+
+    def _lost(self, wall_s: float, stdout: bytes, stderr: str) -> SandboxResult:
+        """The round's result when its zygote did not answer (gone, or silent past the round's
+        time): the zygote is ended, and the round reads as its run did (killed at a limit, or
+        by a signal), else as killed at its time limit."""
+        self.close(remove=False)
+        ended = self.ended
+        if ended is not None and (ended.limit_hit is not None or ended.signal is not None):
+            return dataclasses.replace(
+                ended, stdout=stdout, stderr=(stderr + "\n" + ended.stderr).strip()
+            )
+        return SandboxResult(
+            exit_code=None,
+            signal=signal.SIGKILL,
+            limit_hit="wall",
+            wall_s=wall_s,
+            cpu_s=0.0,
+            max_rss_kb=0,
+            stdout=stdout,
+            stderr=stderr,
+            isolation=self.runner.sandbox.isolation,
+        )
+
+    def close(self, remove: bool = True) -> None:
+        """End the zygote (its socket closed; killed if it does not end), and with
+        ``remove`` its folder."""
+        if self._control.fileno() != -1:
+            self._control.close()
+        self._thread.join(timeout=_CLOSE_S)
+        if self._thread.is_alive() and self._root is not None:
+            kill_group(self._root)
+            self._thread.join()
+        if remove:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _read_bytes(path: Path, limit: int) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(limit)
+    except OSError:
+        return b""
+
+
+@dataclass
+class Zygotes:
+    """The two sides' zygotes of one evaluation, and the job folder they read (each round
+    writes its own spec files there, with its own seeds: ``Job.again``)."""
+
+    job: Job
+    reference: Zygote
+    candidate: Zygote
+
+    @classmethod
+    def start(
+        cls,
+        task: Task,
+        candidate: str,
+        settings: KernelBenchSettings,
+        sandbox: Sandbox,
+        cpu: int | None,
+        paths: list[Path],
+        rounds: int,
+    ) -> Zygotes:
+        """Both zygotes, started together on ``cpu`` (as a round's two workers are), for at
+        most ``rounds`` rounds and one more (a round held for confirmation)."""
+        job = Job.write(task, candidate)
+        layout = Seeds.fresh().layout  # the evaluation's: the stack and torch's libraries
+        runner = WorkerRunner(sandbox, task, settings, job.folder, paths, cpu, layout)
+        wall_s = (rounds + 1) * (2 * task.timeout_s + settings.budget_s) + _ANSWER_SLACK_S
+        reference = Zygote(runner, "reference", cache_folder("ref", task.reference), wall_s)
+        return cls(
+            job, reference, Zygote(runner, "candidate", cache_folder("cand", candidate), wall_s)
+        )
+
+    def side(self, role: str) -> Zygote:
+        return self.reference if role == "reference" else self.candidate
+
+    def close(self) -> None:
+        self.reference.close()
+        self.candidate.close()
+        self.job.remove()

@@ -1,0 +1,113 @@
+"""Rounds forked from one zygote per side (``kernelbench/zygote.py``): real sandboxed zygotes,
+real torch, candidates that turn on their zygote.
+
+Each property is asserted through correctness: a candidate written to be right only where the
+property holds (it reads its own process's surroundings at import), against a reference that
+assumes it."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.evaluate.test_kernelbench_eval import CHEATS, judge, model_new
+from tests.helpers import REPO, processes_with, write_problem
+
+pytest.importorskip("torch")
+
+SCALED_GELU = REPO / "examples" / "kernelbench" / "1_ScaledGELU.py"
+"""The problem the cheat fixtures are written against."""
+
+_FORKED = """import os
+with open(f"/proc/{os.getppid()}/cmdline", "rb") as handle:
+    FORKED = int(b"--zygote" in handle.read())
+"""
+
+
+def test_rounds_fork_their_workers_from_a_zygote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Right only where the candidate's worker is a zygote's fork: over two rounds it is, in
+    both; ``MAXCODE_ZYGOTE=0`` starts each round's workers afresh (as one round, a search's
+    screening, always does)."""
+    problem = write_problem(tmp_path, "return torch.relu(x) + 1")
+    forked = model_new("return torch.relu(x) + FORKED", imports=_FORKED)
+    assert judge(forked, problem, repeats=2, rounds=2).correct
+    monkeypatch.setenv("MAXCODE_ZYGOTE", "0")
+    assert not judge(forked, problem, repeats=2, rounds=2).correct
+
+
+_LEAVES_ONE_RUNNING = """import os, subprocess, sys
+def _ours(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return b"maxcode-left-behind" in handle.read()
+    except OSError:
+        return False
+LEFT = sum(_ours(pid) for pid in os.listdir("/proc") if pid.isdigit())
+subprocess.Popen(
+    [sys.executable, "-c", "import time; time.sleep(600)", "maxcode-left-behind"],
+    start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+    stderr=subprocess.DEVNULL,
+)
+"""
+
+
+def test_nothing_a_round_leaves_running_reaches_the_next(tmp_path: Path) -> None:
+    """A round's worker starts a process in a session of its own and exits without it; the
+    next round's worker, forked from the same zygote, must find none left (the zygote is the
+    orphans' subreaper and kills them before it answers): right only then. Nothing is left
+    once the evaluation is over either."""
+    problem = write_problem(tmp_path, "return torch.relu(x)")
+    leaves = model_new("return torch.relu(x) + LEFT", imports=_LEAVES_ONE_RUNNING)
+    assert judge(leaves, problem, repeats=2, rounds=3).correct
+    assert processes_with("maxcode-left-behind") == []
+
+
+@pytest.mark.parametrize("sent", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "stopped"])
+def test_a_candidate_that_turns_on_its_zygote_fails_its_round(
+    tmp_path: Path, sent: signal.Signals
+) -> None:
+    """A worker can signal its zygote (same uid). Killed, the zygote's sandbox ends with the
+    round in it; stopped, it cannot account for the round (its CPU time, what it left). Either
+    way the round is a failure, however well the worker itself did, and nothing is left
+    running."""
+    problem = write_problem(tmp_path, "return torch.relu(x)")
+    turns = model_new(
+        "return torch.relu(x)",
+        imports=f"import os\nos.kill(os.getppid(), {int(sent)})",
+    )
+    feedback = judge(turns, problem, repeats=2, rounds=2, timeout_s=6)
+    assert not feedback.correct and feedback.error is not None, feedback.flags
+    assert processes_with("--zygote") == []
+
+
+def test_a_forked_round_that_never_returns_is_killed_at_its_limit(tmp_path: Path) -> None:
+    """The zygote kills a round's worker at the round's time limit (and says so)."""
+    problem = write_problem(tmp_path, "return torch.relu(x)")
+    spins = model_new("while True:\n            pass")
+    feedback = judge(spins, problem, repeats=2, rounds=2, timeout_s=6)
+    assert not feedback.correct and feedback.error is not None
+    assert feedback.error.kind == "timeout"
+    assert processes_with("--zygote") == []
+
+
+@pytest.mark.parametrize(
+    ("fixture", "flag", "options"),
+    [
+        ("steal_turns.py", "parallel:", {"scale": 0.25, "repeats": None}),
+        ("fork_helper.py", "untracked:", {"repeats": 24}),
+    ],
+)
+def test_a_forked_rounds_clocks_are_its_workers(
+    fixture: str, flag: str, options: dict[str, object]
+) -> None:
+    """The parent reads the CPU clocks of the round's worker, the zygote's child, not of the
+    zygote (``cpuclock.find_worker``): work while the reference's calls run, and work handed
+    to another process, are found in forked rounds as in fresh ones."""
+    feedback = judge(CHEATS / fixture, SCALED_GELU, rounds=2, **options)
+    assert feedback.correct, feedback.error
+    assert feedback.suspect is not None and feedback.speedup == 0.0, feedback.flags
+    assert any(found.startswith(flag) for found in feedback.flags), feedback.flags

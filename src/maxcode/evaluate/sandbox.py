@@ -73,6 +73,16 @@ class Limits:
     processes: int = 64
     """Most processes the run may have at once (enforced where the run has its own uid)."""
 
+    @property
+    def cpu_seconds(self) -> float:
+        """The CPU-seconds limit in effect (``cpu_s``, else the wall limit plus one second)."""
+        return self.cpu_s if self.cpu_s is not None else self.wall_s + 1
+
+    @property
+    def cpu_rlimit(self) -> int:
+        """``cpu_seconds`` as the whole seconds ``RLIMIT_CPU`` is set to."""
+        return max(1, int(self.cpu_seconds + 0.999))
+
 
 @dataclass
 class SandboxResult:
@@ -587,14 +597,13 @@ def reported_result(
     exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
     signal_number = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     cpu_used = report["cpu_us"] / 1e6
-    cpu_seconds = limits.cpu_s if limits.cpu_s is not None else limits.wall_s + 1
     limit_hit: LimitHit | None = None
     if report.get("timed_out"):
         limit_hit = "wall"
     elif signal_number == signal.SIGXFSZ:
         limit_hit = "output"
     elif signal_number == signal.SIGXCPU or (
-        signal_number == signal.SIGKILL and cpu_used >= cpu_seconds
+        signal_number == signal.SIGKILL and cpu_used >= limits.cpu_seconds
     ):
         limit_hit = "cpu"
     elif limits.memory_bytes is not None and _looks_out_of_memory(signal_number, stderr):
@@ -615,10 +624,9 @@ def reported_result(
 
 def _limits_arg(limits: Limits, cpu: int | None, uid: int | None) -> str:
     """The init's LIMITS argument: AS:CPU:FSIZE:NPROC:PIN, -1 for unset."""
-    cpu_seconds = limits.cpu_s if limits.cpu_s is not None else limits.wall_s + 1
     fields = [
         -1 if limits.memory_bytes is None else limits.memory_bytes,
-        max(1, int(cpu_seconds + 0.999)),
+        limits.cpu_rlimit,
         limits.file_size_bytes,
         # Root ignores the process-count limit; only a run with a uid of its own gets one.
         limits.processes if uid is not None else -1,

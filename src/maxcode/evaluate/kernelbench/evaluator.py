@@ -177,7 +177,7 @@ def evaluate_kernelbench(
     later = replace(settings, compile_baseline=False, profile=False)
     pair = None
     if forks(settings):
-        pair = Zygotes.start(task, candidate, settings, sandbox, pinned, paths, settings.rounds)
+        pair = Zygotes.start(task, candidate, settings, sandbox, pinned, paths)
     try:
         while tally.more():
             # The baselines and profiles are measured in the first round the verdict keeps: a
@@ -197,12 +197,12 @@ def forks(settings: KernelBenchSettings) -> bool:
     """Whether an evaluation's rounds fork their workers from zygotes (``zygote.py``): on a
     CPU, over several timed rounds, unless ``MAXCODE_ZYGOTE=0`` (to measure what that is
     worth). Not on a GPU (a process that forks must not have touched CUDA; not measured
-    there), nor for Triton's interpreter (set up before torch loads)."""
+    there), nor untimed (on a CPU that includes Triton's interpreter, set up before torch
+    loads)."""
     return (
         settings.rounds > 1
         and settings.device == "cpu"
         and settings.timed
-        and settings.kernel_backend() != "triton"
         and not settings.compile_only
         and os.environ.get("MAXCODE_ZYGOTE", "1") != "0"
     )

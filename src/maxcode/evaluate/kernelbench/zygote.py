@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import shutil
 import signal
 import socket
@@ -123,7 +122,7 @@ class Zygote:
             "folder": str(folder),
             "layout": layout,
             "wall_s": wall_s,
-            "cpu_s": math.ceil(limits.cpu_s if limits.cpu_s is not None else wall_s + 1),
+            "cpu_s": limits.cpu_rlimit,
         }
         answer: dict[str, Any] | None = None
         try:
@@ -223,14 +222,14 @@ class Zygotes:
         sandbox: Sandbox,
         cpu: int | None,
         paths: list[Path],
-        rounds: int,
     ) -> Zygotes:
         """Both zygotes, started together on ``cpu`` (as a round's two workers are), for at
-        most ``rounds`` rounds and one more (a round held for confirmation)."""
+        most ``settings.rounds`` rounds and one more (a round held for confirmation)."""
         job = Job.write(task, candidate)
         layout = Seeds.fresh().layout  # the evaluation's: the stack and torch's libraries
         runner = WorkerRunner(sandbox, task, settings, job.folder, paths, cpu, layout)
-        wall_s = (rounds + 1) * (2 * task.timeout_s + settings.budget_s) + _ANSWER_SLACK_S
+        per_round = 2 * task.timeout_s + settings.budget_s
+        wall_s = (settings.rounds + 1) * per_round + _ANSWER_SLACK_S
         reference = Zygote(runner, "reference", cache_folder("ref", task.reference), wall_s)
         return cls(
             job, reference, Zygote(runner, "candidate", cache_folder("cand", candidate), wall_s)

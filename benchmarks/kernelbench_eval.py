@@ -12,8 +12,9 @@ and warm the caches (not reported) and then ``--trials`` more times:
 
 Per problem it prints the median over the trials of the evaluation's wall time and of each of
 ``Feedback.phases`` (see ``maxcode.evaluate.kernelbench.evaluator.PHASES``), the seconds spent
-outside the timed window, the timed calls per side, and the speedups seen with the widest
-95% interval. ``--compile-baseline`` also times ``torch.compile`` of the reference.
+outside the timed window, the timed calls per side, and the speedups seen (lowest-highest,
+geometric mean, standard deviation of the log in %) with the widest 95% interval.
+``--compile-baseline`` also times ``torch.compile`` of the reference.
 
 ``--alternate NAME=VALUE`` makes every trial twice in a row, as configured and with that
 environment variable set (``MAXCODE_LAYOUT=fixed``: no layout drawn per round), and prints a
@@ -31,6 +32,7 @@ Run it on an idle machine: the figures are the harness's cost, and other work in
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import time
@@ -78,7 +80,13 @@ def row(label: str, walls: list[float], runs: list[Feedback]) -> str:
     shown = " ".join(f"{phases[phase]:>8.2f}" for phase in SHOWN)
     spread = f"{min(speedups):.3f}-{max(speedups):.3f}"
     ci = f"{widest[0]:.3f}-{widest[1]:.3f}" if widest else "-"
-    return f"{label:<24} {wall:>6.2f} {shown} {outside:>7.2f} {calls:>5.0f} {spread:>13} {ci:>15}"
+    logs = [math.log(value) for value in speedups if value > 0]
+    mean = f"{math.exp(statistics.fmean(logs)):.3f}" if logs else "-"
+    sd = f"{100 * statistics.stdev(logs):.2f}" if len(logs) > 1 else "-"
+    return (
+        f"{label:<24} {wall:>6.2f} {shown} {outside:>7.2f} {calls:>5.0f} {spread:>13} "
+        f"{mean:>6} {sd:>5} {ci:>15}"
+    )
 
 
 def main() -> None:
@@ -104,7 +112,10 @@ def main() -> None:
         ways = ({}, {name: value})
     problems = options.problems or kernelbench_suite(REPO / "examples" / "kernelbench")
     header = f"{'problem':<24} {'eval s':>6} " + " ".join(f"{p[:8]:>8}" for p in SHOWN)
-    print(header + f" {'outside':>7} {'calls':>5} {'speedups':>13} {'widest CI':>15}")
+    print(
+        header
+        + f" {'outside':>7} {'calls':>5} {'speedups':>13} {'mean':>6} {'sd%':>5} {'widest CI':>15}"
+    )
     for problem in problems:
         task = load_task(str(problem), scale=options.scale)
         source = candidate_source(problem, options.candidate, options.device)
@@ -128,6 +139,7 @@ def main() -> None:
         if len(ways) > 1:
             ratio = statistics.median(walls[0]) / statistics.median(walls[1])
             print(f"  {'eval s, as configured / alternate':<34} {ratio:.2f}", flush=True)
+    print("speedups: min-max, geometric mean and sd of the log (%) over the trials")
     print("phases: " + "; ".join(f"{name}: {what}" for name, what in PHASES.items()))
 
 

@@ -266,6 +266,12 @@ def main() -> None:
     levels = [int(level) for level in options.levels.split(",") if level.strip()]
     only = {item.strip() for item in options.only.split(",") if item.strip()}
     problems = list(chosen_problems(options.root, levels, options.limit, only))
+    found = {name for _, name in problems} | {name.split("_")[0] for _, name in problems}
+    if only - found:
+        raise SystemExit(
+            f"--only: no such problem in --levels {options.levels}: "
+            + ", ".join(sorted(only - found))
+        )
     runs = [
         (path, name, layout)
         for _ in range(max(1, options.passes))

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from maxcode.evaluate import evaluate_task
+from maxcode.evaluate.cpp import timing_cpu
 from maxcode.evaluate.integrity import void_findings
 from maxcode.evaluate.kernelbench.rounds import REPORTED_ROUNDS
 from maxcode.evaluate.kernelbench.schedule import Schedule
@@ -369,6 +370,23 @@ def test_both_workers_of_a_round_share_the_layout_drawn_for_it(tmp_path: Path) -
     identical = problem.read_text() + "\n\nclass ModelNew(Model):\n    pass\n"
     assert judge(identical, problem, repeats=2, rounds=2).correct
     assert not judge(model_new("return x + 0"), problem, repeats=2).correct
+
+
+@pytest.mark.parametrize("rounds", [1, 2])
+def test_both_workers_run_the_task_on_the_timing_cpu_alone(tmp_path: Path, rounds: int) -> None:
+    """Everything of the task and the candidate runs on the timing CPU alone, from their
+    import on: pinned by the sandbox from the start (rounds forked from zygotes), or by the
+    worker itself once torch is loaded (one round, runner ``pins_late``). The problem adds 1
+    where its module was imported on that CPU alone, the candidate 2 * that - 1: right only
+    where both were."""
+    cpu = timing_cpu()
+    if cpu is None:
+        pytest.skip("one CPU here: nothing to pin to")
+    probe = f"import os\nPINNED = int(os.sched_getaffinity(0) == {{{cpu}}})\n"
+    problem = write_problem(tmp_path, "return x + PINNED")
+    problem.write_text(probe + problem.read_text())
+    both = model_new("return x + (2 * PINNED - 1)", imports=probe)
+    assert judge(both, problem, repeats=2, rounds=rounds).correct
 
 
 _LAYOUT_PROBE = """

@@ -7,7 +7,9 @@ Protocol (one call of ``evaluate_kernelbench``):
    timed calls' seeds stay in the parent until a worker has built and warmed up its model.
 2. Two sandboxed processes (``worker.py``) start together, one for the reference, one for the
    candidate (a fresh one per candidate; importing it builds its extensions, cached by source
-   hash). Both start up on the timing CPU. (The reference started up on the other CPUs until
+   hash). Both start up on the timing CPU; in an evaluation of one round (a search's screen)
+   both load torch unpinned, side by side, and pin themselves to it before anything of the
+   task loads (runner ``pins_late``). (The reference started up on the other CPUs until
    2026-11-26, so that the two start-ups overlapped; on a Firecracker guest that made the
    sides differ for their whole lives: 16 identical ``1_ScaledGELU`` rounds averaged 0.975
    with a spread of 4.0% (sd of the log), against 1.004 and 2.7% with both on the timing CPU,

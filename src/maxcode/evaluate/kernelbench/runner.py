@@ -230,6 +230,22 @@ class WorkerRunner:
             processes=256,
         )
 
+    def pins_late(self) -> bool:
+        """Whether a worker is pinned to ``cpu`` by itself once torch is loaded (worker
+        ``_pin``) rather than by the sandbox from its start: in an evaluation of one round on
+        a CPU (a search's screening), so that its two workers load torch side by side on two
+        CPUs. One round of an identical bundled candidate took 5.5-5.8 s instead of 8.9-9.0 s,
+        its speedups' spread the same (README, "Start-up beside the timing CPU");
+        ``MAXCODE_PIN=start`` pins from the start to measure it. Evaluations of several
+        rounds, whose rounds' spread it widened, fork their workers from zygotes started on
+        the timing CPU (``zygote.py``)."""
+        return (
+            self.cpu is not None
+            and self.settings.device == "cpu"
+            and self.settings.rounds == 1
+            and os.environ.get("MAXCODE_PIN") != "start"
+        )
+
     def launch(
         self,
         argument: str,
@@ -247,14 +263,18 @@ class WorkerRunner:
         build folder."""
         cuda = self.settings.device == "cuda"
         argv = [*prefix, sys.executable, "-I", "-B", str(self.job / "worker.py"), argument]
+        environment = _environment(cache, workdir, self.layout)
+        late = self.pins_late()
+        if late:
+            environment["MAXCODE_CPU"] = str(self.cpu)
         return self.sandbox.run_batch(
             argv,
             [Run(workdir=workdir, aux_fd=aux)],
             readonly=[self.job, *self.python_paths, *readonly],
             writable=[cache],
             limits=self.limits(wall_s),
-            cpu=self.cpu,
-            env=_environment(cache, workdir, self.layout),
+            cpu=None if late else self.cpu,
+            env=environment,
             devices=_gpu_devices() if cuda else (),
             on_start=on_start,
         )[0]

@@ -190,6 +190,7 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
     launches = _TritonLaunches.install(spec) if triton else None
     import torch
 
+    _pin()
     stages.done("torch")
     # Output containers read as they are stored, whatever code their type runs: exact lists
     # and tuples, and torch's named tuples (``torch.max(x, 1)``), taken before a candidate
@@ -1302,6 +1303,21 @@ def _shift_layout(pages: int, heap: int) -> None:
         libc.mmap(None, pages * 4096, _PROT_NONE, flags, -1, 0)
     if heap:
         libc.malloc(heap)
+
+
+def _pin() -> None:
+    """Pin every thread of this process to the CPU its calls are timed on, ``MAXCODE_CPU``
+    when the parent set it (runner ``pins_late``; absent, the sandbox pinned the run from its
+    start). Called once torch is loaded and before anything of the task or the candidate runs,
+    so that the round's two workers load torch on two CPUs at once, and everything after
+    (threads started later inherit the pin) runs where a run pinned from its start would. A
+    pin is a request code can undo either way; the parent reads the workers' CPU clocks
+    (judge ``_resources``)."""
+    wanted = os.environ.get("MAXCODE_CPU")
+    if wanted is None:
+        return
+    for thread in os.listdir("/proc/self/task"):
+        os.sched_setaffinity(int(thread), {int(wanted)})
 
 
 _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 4, 36

@@ -152,6 +152,12 @@ def evaluate(
     )
 
 
+def selectors(name: str) -> set[str]:
+    """What ``--only`` may name a problem (``level1/42_Foo``) by: its name or its id
+    (``level1/42``)."""
+    return {name, name.split("_")[0]}
+
+
 def chosen_problems(root: Path, levels: list[int], limit: int | None, only: set[str]):
     for level in levels:
         folder = root / f"level{level}"
@@ -159,12 +165,7 @@ def chosen_problems(root: Path, levels: list[int], limit: int | None, only: set[
             raise SystemExit(f"{folder}: not a folder (give the KernelBench checkout's root)")
         problems = kernelbench_suite(folder)
         if only:
-            problems = [
-                path
-                for path in problems
-                if f"level{level}/{path.stem.split('_')[0]}" in only
-                or f"level{level}/{path.stem}" in only
-            ]
+            problems = [path for path in problems if selectors(f"level{level}/{path.stem}") & only]
         for path in problems[:limit] if limit else problems:
             yield path, f"level{level}/{path.stem}"
 
@@ -266,7 +267,7 @@ def main() -> None:
     levels = [int(level) for level in options.levels.split(",") if level.strip()]
     only = {item.strip() for item in options.only.split(",") if item.strip()}
     problems = list(chosen_problems(options.root, levels, options.limit, only))
-    found = {name for _, name in problems} | {name.split("_")[0] for _, name in problems}
+    found = {selector for _, name in problems for selector in selectors(name)}
     if only - found:
         raise SystemExit(
             f"--only: no such problem in --levels {options.levels}: "

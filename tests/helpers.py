@@ -57,10 +57,6 @@ def make_hermetic(monkeypatch: pytest.MonkeyPatch, home: Path) -> Path:
     # The same adaptive timing as a user's, with a smaller cap on its seconds: no test asserts
     # a speedup that needs a narrow interval, and the suite has a budget.
     monkeypatch.setenv("MAXCODE_TIMING_BUDGET_S", "0.5")
-    # KernelBench evaluations of several rounds run exactly the rounds asked for: with the
-    # budget above their intervals stay wide, and each round more costs seconds. The rounds
-    # added while an interval is wide are tested where this is set otherwise.
-    monkeypatch.setenv("MAXCODE_MAX_ROUNDS", "1")
     return home
 
 

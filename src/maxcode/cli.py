@@ -200,9 +200,7 @@ def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
     default=None,
     envvar="MAXCODE_ROUNDS",
     help="KernelBench: timing windows, each with fresh worker processes, combined into one "
-    "speedup: at least this many (default 4; a search screens with exactly 1 and re-verifies "
-    "with at least 4), more while the speedup's 95% interval is wider than +-2%, up to 12 "
-    "(MAXCODE_MAX_ROUNDS).",
+    "speedup (default 4; a search screens with 1 and re-verifies with 4).",
 )
 @click.option(
     "--check-scale",

@@ -27,9 +27,8 @@ Protocol (one call of ``evaluate_kernelbench``):
    workers start up).
 
 With ``settings.rounds`` above one, steps 1-4 run again with fresh seeds and fresh workers,
-at least that many times and more while the combined interval is wide, and the rounds are
-combined (``rounds.py``: a bias that lasts a whole process is sampled only by fresh
-processes). On a CPU those workers are forked, each side's from a zygote of its
+and the rounds are combined (``rounds.py``: a bias that lasts a whole process is sampled
+only by fresh processes). On a CPU those workers are forked, each side's from a zygote of its
 own that imported torch once for the evaluation (``zygote.py``): both zygotes start as step 2
 says the workers do.
 
@@ -153,11 +152,10 @@ def evaluate_kernelbench(
     cpu: int | None = None,
 ) -> Feedback:
     """Judge ``candidate`` (Python source defining ``ModelNew``) against the task's ``Model``;
-    both are pinned to ``cpu`` (None: the last CPU this process may use). At least
-    ``settings.rounds`` evaluations run one after the other (for several, more while their
-    combined interval is wide, ``rounds.most_rounds``), combined (``rounds.Tally``); the first
-    that is not a clean correct verdict ends them and is the evaluation's, except a void that
-    a round of fresh workers must confirm (``rounds.CONFIRMED``), which runs one round more."""
+    both are pinned to ``cpu`` (None: the last CPU this process may use). ``settings.rounds``
+    evaluations run one after the other, combined (``rounds.Tally``); the first that is not
+    a clean correct verdict ends them and is the evaluation's, except a void that a round of
+    fresh workers must confirm (``rounds.CONFIRMED``), which runs one round more."""
     settings = settings or KernelBenchSettings()
     if settings.rounds < 1:
         raise MaxcodeError(f"rounds must be at least 1 (got {settings.rounds})")

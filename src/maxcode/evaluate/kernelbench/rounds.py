@@ -10,10 +10,7 @@ for its whole life. More calls cannot shrink that; only fresh processes sample i
 rounds divide it by the square root of ``r`` (forked ones sample it too: on a CPU each
 round's workers are forked from a zygote per side, ``zygote.py``). The search screens its
 candidates with one round (cheap, the interval's low end selects); what is reported as a
-result (``maxcode eval``, the search's final re-verification) takes at least
-``REPORTED_ROUNDS``, and more, one at a time, while the combined interval is wider than
-``TARGET`` (+-2%), up to ``MAX_ROUNDS`` (``most_rounds``): enough rounds to mean something,
-no more, as a C++ evaluation adds rounds until its interval is narrow.
+result (``maxcode eval``, the search's final re-verification) takes ``REPORTED_ROUNDS``.
 
 Combination. Every round is a whole evaluation: fresh seeds, checks, integrity judgement. The
 first round whose verdict is not a clean correct one (wrong, failed, void) is the evaluation's
@@ -53,58 +50,21 @@ round's own speedup and interval are kept in ``per_round``.
 from __future__ import annotations
 
 import math
-import os
 import statistics
 
-from maxcode.errors import TaskError
 from maxcode.evaluate.integrity import category_of, finding, void_findings
-from maxcode.evaluate.kernelbench.schedule import TARGET, t_quantile
+from maxcode.evaluate.kernelbench.schedule import t_quantile
 from maxcode.types import Feedback, RoundSpeedup
 
 REPORTED_ROUNDS = 4
-"""The least rounds of an evaluation whose speedup is reported (``maxcode eval``,
-re-verification; more follow while the interval is wide, ``MAX_ROUNDS``). History:
+"""Rounds of an evaluation whose speedup is reported (``maxcode eval``, re-verification).
 Within one round the window stops near +-2% (a standard deviation near 1%) and the process bias
 adds about 0.9%: one round of ``1_ScaledGELU`` spreads by about 1.2-1.5% (standard deviation
 of the log speedup), four rounds by 0.64%. Eight were tried (2026-11-25, ``noise.py``): 0.74%
 idle and 0.56% loaded for ``1_ScaledGELU``, 0.40% and 0.26% for ``4_Softmax``, no clear gain
 for twice the time: part of an evaluation's spread is shared by all its rounds, which more
 rounds cannot sample. One such part was found on 2026-11-26: the reference started up on other
-CPUs than the candidate, which biased one side in every round (``evaluator``'s protocol). Since
-then the part an evaluation's rounds share measured 0.00% in three of four cases (2026-11-27),
-and rounds are forked from zygotes at about half the cost: hence more of them, as needed."""
-
-
-MAX_ROUNDS = 12
-"""Rounds an evaluation of several rounds runs at most (``MAXCODE_MAX_ROUNDS`` to change it).
-Four rounds of an identical ``1_ScaledGELU`` or ``4_Softmax`` combined to intervals of +-3-6%
-(2026-11-27, ``noise.py``), each round's own +-5-9%, and spread 1.0-1.5% between evaluations
-(sd of the log): six evaluations within 1.02 of each other need about 0.8%, some three times
-the rounds. A round forked from the evaluation's zygotes costs about 4 s on a CPU."""
-
-
-def most_rounds(least: int) -> int:
-    """The most rounds of an evaluation that runs at least ``least``: exactly one for one (a
-    search's screen, cheap by design); for several, ``MAX_ROUNDS`` or ``MAXCODE_MAX_ROUNDS``
-    (a whole number; below ``least``, ``least``: the rounds are then fixed)."""
-    if least <= 1:
-        return 1
-    value = os.environ.get("MAXCODE_MAX_ROUNDS", "")
-    try:
-        most = int(value) if value else MAX_ROUNDS
-    except ValueError:
-        raise TaskError(f"MAXCODE_MAX_ROUNDS: not a whole number of rounds: {value!r}") from None
-    if most < 1:
-        raise TaskError(f"MAXCODE_MAX_ROUNDS must be at least 1, not {value!r}")
-    return max(least, most)
-
-
-def narrow(feedback: Feedback, target: float = TARGET) -> bool:
-    """The combined interval lies within ``target`` (relative) of the speedup on both sides."""
-    if feedback.speedup_interval is None or feedback.speedup <= 0:
-        return False
-    low, high = feedback.speedup_interval
-    return high <= feedback.speedup * (1 + target) and low >= feedback.speedup * (1 - target)
+CPUs than the candidate, which biased one side in every round (``evaluator``'s protocol)."""
 
 
 def clean(feedback: Feedback) -> bool:
@@ -136,9 +96,7 @@ def needs_confirming(feedback: Feedback) -> bool:
 
 class Tally:
     """The rounds of one evaluation as they come (``add``), until ``wanted`` are in or one is
-    not clean; then, for an evaluation of several, more while the rounds combine to an
-    interval wider than ``TARGET``, up to ``most_rounds``; then one verdict (``result``).
-    A round void only by a finding of
+    not clean; then one verdict (``result``). A round void only by a finding of
     ``CONFIRMED`` is held and another round of fresh workers runs: void again (or worse,
     wrong or failed), the held round is the verdict; clean, the held round is set aside
     (its seconds count, a ``rounds`` warning names it) and the evaluation goes on. Once per
@@ -146,7 +104,6 @@ class Tally:
 
     def __init__(self, wanted: int) -> None:
         self.wanted = wanted
-        self.most = most_rounds(wanted)
         self.done: list[Feedback] = []
         self.held: Feedback | None = None
         self.aside: list[tuple[int, Feedback]] = []
@@ -156,9 +113,7 @@ class Tally:
         """Whether another round is to run."""
         if self.done and not clean(self.done[-1]):
             return False
-        if self.held is not None or len(self.done) < self.wanted:
-            return True
-        return len(self.done) < self.most and not narrow(combine(self.done))
+        return self.held is not None or len(self.done) < self.wanted
 
     def add(self, feedback: Feedback) -> None:
         if self.held is not None:

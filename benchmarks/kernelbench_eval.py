@@ -1,7 +1,8 @@
 """KernelBench evaluation on this machine: what one evaluation costs, phase by phase, and what
 it measures.
 
-For each problem in ``examples/kernelbench`` (or the ones named) it evaluates, through the real
+For each problem in ``examples/kernelbench`` (or the ones named: a file, or a bundled
+problem's name such as ``2_SumReduction``) it evaluates, through the real
 harness (sandboxed workers, the reference and the candidate timed in one window), once to build
 and warm the caches (not reported) and then ``--trials`` more times:
 
@@ -39,6 +40,7 @@ import time
 from pathlib import Path
 from unittest import mock
 
+from maxcode.errors import MaxcodeError
 from maxcode.evaluate import evaluate_task
 from maxcode.evaluate.kernelbench.evaluator import PHASES
 from maxcode.tasks import kernelbench_suite, load_task
@@ -47,6 +49,12 @@ from maxcode.types import Feedback
 
 REPO = Path(__file__).resolve().parent.parent
 SHOWN = [phase for phase in PHASES if phase != "kernels"]
+
+
+def bundled(name: Path) -> Path:
+    """A problem file, or a bundled problem by its name (``2_SumReduction``)."""
+    named = REPO / "examples" / "kernelbench" / f"{name}.py"
+    return named if not name.exists() and named.is_file() else name
 
 
 def candidate_source(problem: Path, kind: str, device: str) -> str:
@@ -110,14 +118,24 @@ def main() -> None:
         if not equals or not name:
             parser.error("--alternate takes NAME=VALUE")
         ways = ({}, {name: value})
-    problems = options.problems or kernelbench_suite(REPO / "examples" / "kernelbench")
+    problems = [bundled(problem) for problem in options.problems] or kernelbench_suite(
+        REPO / "examples" / "kernelbench"
+    )
+    # Every problem loaded before anything runs: a wrong name is one line, not a traceback
+    # after minutes of the problems before it.
+    tasks = {}
+    for problem in problems:
+        try:
+            tasks[problem] = load_task(str(problem), scale=options.scale)
+        except MaxcodeError as error:
+            parser.error(str(error))
     header = f"{'problem':<24} {'eval s':>6} " + " ".join(f"{p[:8]:>8}" for p in SHOWN)
     print(
         header
         + f" {'outside':>7} {'calls':>5} {'speedups':>13} {'mean':>6} {'sd%':>5} {'widest CI':>15}"
     )
     for problem in problems:
-        task = load_task(str(problem), scale=options.scale)
+        task = tasks[problem]
         source = candidate_source(problem, options.candidate, options.device)
 
         evaluate(task, source, options)  # builds, caches, the roofline: once per task

@@ -48,12 +48,13 @@ from maxcode.tasks.model import Task
 from maxcode.types import Feedback
 
 REPO = Path(__file__).resolve().parent.parent
+BUNDLED = REPO / "examples" / "kernelbench"
 SHOWN = [phase for phase in PHASES if phase != "kernels"]
 
 
 def bundled(name: Path) -> Path:
     """A problem file, or a bundled problem by its name (``2_SumReduction``)."""
-    named = REPO / "examples" / "kernelbench" / f"{name}.py"
+    named = BUNDLED / f"{name}.py"
     return named if not name.exists() and named.is_file() else name
 
 
@@ -118,15 +119,13 @@ def main() -> None:
         if not equals or not name:
             parser.error("--alternate takes NAME=VALUE")
         ways = ({}, {name: value})
-    problems = [bundled(problem) for problem in options.problems] or kernelbench_suite(
-        REPO / "examples" / "kernelbench"
-    )
+    problems = [bundled(problem) for problem in options.problems] or kernelbench_suite(BUNDLED)
     # Every problem loaded before anything runs: a wrong name is one line, not a traceback
     # after minutes of the problems before it.
-    tasks = {}
+    tasks = []
     for problem in problems:
         try:
-            tasks[problem] = load_task(str(problem), scale=options.scale)
+            tasks.append((problem, load_task(str(problem), scale=options.scale)))
         except MaxcodeError as error:
             parser.error(str(error))
     header = f"{'problem':<24} {'eval s':>6} " + " ".join(f"{p[:8]:>8}" for p in SHOWN)
@@ -134,8 +133,7 @@ def main() -> None:
         header
         + f" {'outside':>7} {'calls':>5} {'speedups':>13} {'mean':>6} {'sd%':>5} {'widest CI':>15}"
     )
-    for problem in problems:
-        task = tasks[problem]
+    for problem, task in tasks:
         source = candidate_source(problem, options.candidate, options.device)
 
         evaluate(task, source, options)  # builds, caches, the roofline: once per task

@@ -6,7 +6,8 @@ problem's own ``Model`` as ``ModelNew`` ``--runs`` times per setting, the settin
 so that a change of the machine's load hits all of them alike, and prints per problem and
 setting: the standard deviation of the log speedups (what noise gives an identical program;
 0.01 is 1%), their max/min, the mean pairs counted, timed calls per side and seconds per
-evaluation. A setting is ``MIN_PAIRS:CHUNK_S``.
+evaluation. A setting is ``MIN_PAIRS:CHUNK_S`` or ``MIN_PAIRS:CHUNK_S:CHUNK_SPAN_S`` (a span of 0:
+no bound on a side's turn, as before 2026-11-28).
 
     python benchmarks/chunk_size.py 1_ScaledGELU
     python benchmarks/chunk_size.py KB/level2/47_Conv3d_Mish_Tanh.py --scale 0.1 --runs 8 \\
@@ -27,7 +28,12 @@ from pathlib import Path
 
 from maxcode.evaluate import evaluate_task
 from maxcode.evaluate.kernelbench import judge, schedule
-from maxcode.evaluate.kernelbench.settings import CHUNK_S, MIN_PAIRS, KernelBenchSettings
+from maxcode.evaluate.kernelbench.settings import (
+    CHUNK_S,
+    CHUNK_SPAN_S,
+    MIN_PAIRS,
+    KernelBenchSettings,
+)
 from maxcode.tasks import load_task
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,6 +44,7 @@ BUNDLED = REPO / "examples" / "kernelbench"
 class Setting:
     min_pairs: int
     chunk_s: float
+    span_s: float = CHUNK_SPAN_S
     speedups: list[float] = dataclasses.field(default_factory=list)
     pairs: list[int] = dataclasses.field(default_factory=list)
     calls: list[int] = dataclasses.field(default_factory=list)
@@ -45,7 +52,7 @@ class Setting:
 
     @property
     def name(self) -> str:
-        return f"{self.min_pairs}:{self.chunk_s:g}"
+        return f"{self.min_pairs}:{self.chunk_s:g}:{self.span_s:g}"
 
 
 class Patched:
@@ -54,11 +61,12 @@ class Patched:
 
     def __init__(self, setting: Setting) -> None:
         self.setting = setting
-        self.saved = (schedule.CHUNK_S, KernelBenchSettings.stopping)
+        self.saved = (schedule.CHUNK_S, schedule.CHUNK_SPAN_S, KernelBenchSettings.stopping)
 
     def __enter__(self) -> None:
-        setting, stopping = self.setting, self.saved[1]
+        setting, stopping = self.setting, self.saved[2]
         schedule.CHUNK_S = setting.chunk_s
+        schedule.CHUNK_SPAN_S = setting.span_s if setting.span_s > 0 else 1e9
 
         def patched(settings: KernelBenchSettings) -> schedule.Stopping:
             return dataclasses.replace(stopping(settings), min_pairs=setting.min_pairs)
@@ -66,7 +74,7 @@ class Patched:
         KernelBenchSettings.stopping = patched  # type: ignore[method-assign]
 
     def __exit__(self, *exc: object) -> None:
-        schedule.CHUNK_S, KernelBenchSettings.stopping = self.saved  # type: ignore[method-assign]
+        schedule.CHUNK_S, schedule.CHUNK_SPAN_S, KernelBenchSettings.stopping = self.saved  # type: ignore[method-assign]
 
 
 class Counted:
@@ -135,15 +143,16 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=6)
     parser.add_argument(
         "--settings",
-        default=f"4:0.05,{MIN_PAIRS}:{CHUNK_S:g}",
-        help="MIN_PAIRS:CHUNK_S,... (default: the old chunks, then the current ones)",
+        default=f"{MIN_PAIRS}:{CHUNK_S:g}:0,{MIN_PAIRS}:{CHUNK_S:g}:{CHUNK_SPAN_S:g}",
+        help="MIN_PAIRS:CHUNK_S[:CHUNK_SPAN_S],... (default: turns of any length, then the "
+        "current bound)",
     )
     options = parser.parse_args()
     for problem in options.problems:
         settings = []
         for item in options.settings.split(","):
-            pairs, chunk_s = item.split(":")
-            settings.append(Setting(int(pairs), float(chunk_s)))
+            pairs, chunk_s, *span = item.split(":")
+            settings.append(Setting(int(pairs), float(chunk_s), *(float(s) for s in span[:1])))
         run(problem, options.scale, options.runs, settings)
 
 

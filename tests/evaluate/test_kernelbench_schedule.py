@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 
 import pytest
 
@@ -120,6 +121,50 @@ def test_adaptive_timing_stops_on_a_narrow_interval_the_budget_or_the_cap() -> N
     assert chunk_calls(0.0001, None, output_bytes=16 << 20) == 4  # inputs held per chunk
     # Fixed trials: enough chunks for a warm-up pair and eight more.
     assert chunk_calls(0.00001, 24) == 2 and chunk_calls(0.5, 3) == 1 and chunk_calls(0.5, 20) == 1
+
+
+def test_a_sides_turn_is_bounded_with_the_making_of_its_inputs() -> None:
+    """Tiny calls with inputs slow to make: ``CHUNK_S`` of calls alone made turns of 0.6 s a
+    side. The bound counts a call's whole share of a turn: first from the reference's warm-up
+    (its call and the making of its inputs), then from the window's seconds per call."""
+    assert chunk_calls(0.00002, None, max_calls=20_000) == 750
+    assert chunk_calls(0.00002, None, max_calls=20_000, span_s=0.0002) == 250
+    assert chunk_calls(0.001, None, span_s=0.0011) == 15  # a short turn: CHUNK_S decides
+    assert chunk_calls(0.005, None, span_s=0.08) == 1  # at least one call
+    plan = TimedPlan()
+    plan.decide(0.00002, 4, Stopping(max_calls=20_000), inputs_s=0.00018)
+    assert plan.chunk == 250
+    plan.decide(0.00002, 4, Stopping(max_calls=20_000))  # no making time reported
+    assert plan.chunk == 750
+
+    plan = TimedPlan()
+    plan.decide(0.00002, 4, Stopping(trials=1500, min_pairs=1))
+    schedule = Schedule(plan, Stopping(trials=1500, min_pairs=1))
+    slow_first_turn = 0.2  # each side's first turn: 750 calls in 0.2 s or more
+
+    def side(name: str) -> None:
+        chunk = 0
+        while calls := schedule.grant(name, "K", chunk):
+            if chunk == 0:
+                time.sleep(slow_first_turn)
+            schedule.finish(name, "K", [0.00002] * calls)
+            chunk += 1
+        if name == REFERENCE:
+            chunk = 0
+            while calls := schedule.grant(name, "O", chunk):
+                schedule.finish(name, "O", [0.00001] * calls)
+                chunk += 1
+            schedule.through(name)
+
+    threads = [threading.Thread(target=side, args=(name,)) for name in (CANDIDATE, REFERENCE)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=20)
+    # After the first pair, 1500 calls in at least 0.4 s: a turn of 0.05 s holds 188 at most
+    # (the later turns, instant here, bring the window's seconds per call down again).
+    assert plan.chunks[0] == 750 and 1 <= plan.chunks[1] <= 188
+    assert plan.trials == 1500
 
 
 def _side(

@@ -389,6 +389,7 @@ class Conversation:
                     message.output_bytes,
                     self.schedule.stopping,
                     input_bytes=message.input_bytes,
+                    inputs_s=message.inputs_s,
                 )
             self._send({"check": self.check_seeds})
             return

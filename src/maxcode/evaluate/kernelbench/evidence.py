@@ -110,6 +110,8 @@ class Ready(_Evidence):
     """Bytes of one call's outputs."""
     input_bytes: int = Field(default=0, ge=0)
     """Bytes of one call's inputs (a chunk's inputs are all made before its calls)."""
+    inputs_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    """Seconds of making one call's inputs (with the call, what a chunk's span is made of)."""
 
 
 class Next(_Evidence):

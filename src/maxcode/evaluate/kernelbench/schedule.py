@@ -46,6 +46,7 @@ from maxcode.evaluate.kernelbench.settings import (
     CHUNK,
     CHUNK_BYTES,
     CHUNK_S,
+    CHUNK_SPAN_S,
     KEEP_BYTES,
     MIN_PAIRS,
     SAMPLED_OUTPUTS,
@@ -229,12 +230,16 @@ def chunk_calls(
     output_bytes: int = 0,
     max_calls: int = 0,
     min_pairs: int = MIN_PAIRS,
+    span_s: float = 0.0,
 ) -> int:
-    """Calls per chunk: about ``CHUNK_S`` of calls, at most ``CHUNK`` and ``CHUNK_BYTES`` of
-    inputs and outputs (``output_bytes``: both, per call, ``TimedPlan.call_bytes``), at least
-    one; also few enough that the trials (fixed, or at most ``max_calls``) make
-    ``min_pairs`` + 1 chunks (the first pair is a warm-up pair)."""
+    """Calls per chunk: about ``CHUNK_S`` of calls, a side's turn (``span_s`` per call: the
+    call, making its inputs, sending its outputs) of at most ``CHUNK_SPAN_S``, at most
+    ``CHUNK`` and ``CHUNK_BYTES`` of inputs and outputs (``output_bytes``: both, per call,
+    ``TimedPlan.call_bytes``), at least one; also few enough that the trials (fixed, or at
+    most ``max_calls``) make ``min_pairs`` + 1 chunks (the first pair is a warm-up pair)."""
     calls = CHUNK if estimate_s <= 0 else round(CHUNK_S / estimate_s)
+    if span_s > 0:
+        calls = min(calls, round(CHUNK_SPAN_S / span_s))
     calls = min(calls, CHUNK, CHUNK_BYTES // max(output_bytes, 1))
     most = trials or max_calls
     if most:
@@ -266,13 +271,23 @@ class TimedPlan:
     _draw: secrets.SystemRandom = field(default_factory=secrets.SystemRandom)
 
     def decide(
-        self, estimate_s: float, output_bytes: int, stopping: Stopping, input_bytes: int = 0
+        self,
+        estimate_s: float,
+        output_bytes: int,
+        stopping: Stopping,
+        input_bytes: int = 0,
+        inputs_s: float = 0.0,
     ) -> None:
-        """The reference's warm-up sizes the chunks (on a call's time and the bytes of its
-        inputs and outputs) and says whether all outputs fit."""
+        """The reference's warm-up sizes the chunks (on a call's time, the time of making its
+        inputs, and the bytes of its inputs and outputs) and says whether all outputs fit."""
         self.output_bytes, self.input_bytes = output_bytes, input_bytes
         self.chunk = chunk_calls(
-            estimate_s, stopping.trials, self.call_bytes, stopping.max_calls, stopping.min_pairs
+            estimate_s,
+            stopping.trials,
+            self.call_bytes,
+            stopping.max_calls,
+            stopping.min_pairs,
+            span_s=estimate_s + inputs_s if inputs_s > 0 else 0.0,
         )
         most = stopping.trials or stopping.max_calls
         self.keep_all = output_bytes * most <= KEEP_BYTES
@@ -437,14 +452,17 @@ class Schedule:
                 return None
             elapsed = (time.perf_counter_ns() - (self.started_ns or 0)) / 1e9
             # Chunks sized on the reference's timed calls so far (a warm-up call, with its
-            # first-touch page faults, can look several times slower than a timed one).
+            # first-touch page faults, can look several times slower than a timed one), and
+            # on the window's seconds per call of either side so far (the sides take turns).
             timed = [value for times in self.times[REFERENCE] for value in times]
+            made = len(timed) + sum(len(times) for times in self.times[CANDIDATE])
             self.plan.chunk = chunk_calls(
                 statistics.median(timed),
                 self.stopping.trials,
                 self.plan.call_bytes,
                 self.stopping.max_calls,
                 self.stopping.min_pairs,
+                span_s=elapsed / made if made else 0.0,
             )
             calls = self.stopping.next_calls(
                 self.plan.chunk, self.times[REFERENCE], self.times[CANDIDATE], elapsed

@@ -32,6 +32,11 @@ ConvTranspose3d_LayerNorm_GELU_Scaling``, the settings alternated (``benchmarks/
 1.25% at 15 ms; ``level2/47_Conv3d_Mish_Tanh`` 1.6% and 1.1% against 0.6-1.1% and 1.3%, no
 clear change. The evaluations got shorter too (3.6 to 3.2 s, 3.7 to 3.1 s): more pairs, each
 cheaper, reach a narrow interval before the cap."""
+CHUNK_SPAN_S = 0.05
+"""Seconds a side's turn aims at, at most: its calls, making their inputs and sending their
+outputs (slow to make, tiny calls spend most of a turn outside the calls). ``CHUNK_S`` alone
+let a chunk of 20 us calls of a 32 x 64 problem hold 880 calls, 0.6 s a side, and nine pairs
+took 8.7 s."""
 CHUNK_BYTES = 64 << 20
 """Bytes of inputs and outputs a chunk may hold: a chunk's inputs are all made before its
 first call (a 32 MiB input with a 3 ms call made chunks of 16 inputs, 512 MiB, otherwise)."""

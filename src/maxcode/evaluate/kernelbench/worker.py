@@ -319,8 +319,8 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         # Warm-up on inputs of its own seeds; only then are the checked and timed inputs sent.
         # Untimed (Triton in its interpreter): no warm-up, nothing to plan.
         stages.done("model")
-        estimate, output_bytes, input_bytes = (
-            timing.warm_up(model) if spec.get("timed", True) else (0.0, 0, 0)
+        estimate, output_bytes, input_bytes, inputs_s = (
+            timing.warm_up(model) if spec.get("timed", True) else (0.0, 0, 0, 0.0)
         )
         stages.done("warmup")
         plan = channel.ask(
@@ -329,6 +329,7 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
                 "estimate_s": estimate,
                 "output_bytes": output_bytes,
                 "input_bytes": input_bytes,
+                "inputs_s": inputs_s,
             }
         )
         check_seeds = [int(seed) for seed in plan["check"]]
@@ -1013,15 +1014,20 @@ class _Timing:
         self.cuda = device.type == "cuda"
         self.last: Any = None
 
-    def warm_up(self, model: Callable[..., Any]) -> tuple[float, int, int]:
+    def warm_up(self, model: Callable[..., Any]) -> tuple[float, int, int, float]:
         """Warm-up calls (fewer when calls are slow: two once ``warmup_s`` is spent); returns
-        the seconds of the fastest call and one call's output and input bytes."""
+        the seconds of the fastest call, one call's output and input bytes, and the seconds
+        of the fastest making of one call's inputs (placed as a timed call's are)."""
         spec = self.spec
         estimate, output_bytes, input_bytes, spent = float("inf"), 0, 0, 0.0
+        making = float("inf")
         seeds = spec["warmup_seeds"]
         for number in range(spec["warmup"]):
-            given = self.make_inputs(seeds[number % len(seeds)])
+            seed = seeds[number % len(seeds)]
+            start = _perf_counter()
+            given = self._placed(self.make_inputs(seed), seed)
             self.sync()
+            making = min(making, _perf_counter() - start)
             start = _perf_counter()
             output = model(*given)
             self.sync()
@@ -1031,7 +1037,9 @@ class _Timing:
             output_bytes, input_bytes = self._bytes(values), self._bytes(given)
             if number >= 1 and spent >= spec.get("warmup_s", float("inf")):
                 break
-        return (estimate if estimate < float("inf") else 0.0), output_bytes, input_bytes
+        if estimate == float("inf"):
+            return 0.0, output_bytes, input_bytes, 0.0
+        return estimate, output_bytes, input_bytes, making
 
     def _placed(self, inputs: list[Any], seed: int) -> list[Any]:
         """On a CPU, each contiguous input tensor copied to a place drawn from the call's seed:

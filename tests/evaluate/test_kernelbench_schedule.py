@@ -140,27 +140,10 @@ def test_a_sides_turn_is_bounded_with_the_making_of_its_inputs() -> None:
     plan = TimedPlan()
     plan.decide(0.00002, 4, Stopping(trials=1500, min_pairs=1))
     schedule = Schedule(plan, Stopping(trials=1500, min_pairs=1))
-    slow_first_turn = 0.2  # each side's first turn: 750 calls in 0.2 s or more
-
-    def side(name: str) -> None:
-        chunk = 0
-        while calls := schedule.grant(name, "K", chunk):
-            if chunk == 0:
-                time.sleep(slow_first_turn)
-            schedule.finish(name, "K", [0.00002] * calls)
-            chunk += 1
-        if name == REFERENCE:
-            chunk = 0
-            while calls := schedule.grant(name, "O", chunk):
-                schedule.finish(name, "O", [0.00001] * calls)
-                chunk += 1
-            schedule.through(name)
-
-    threads = [threading.Thread(target=side, args=(name,)) for name in (CANDIDATE, REFERENCE)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=20)
+    errors: list[str] = []
+    # Each side's first turn: 750 calls of 20 us in 0.2 s or more.
+    _take_turns(schedule, [], [], errors, call_s=0.00002, first_turn_s=0.2)
+    assert not errors
     # After the first pair, 1500 calls in at least 0.4 s: a turn of 0.05 s holds 188 at most
     # (the later turns, instant here, bring the window's seconds per call down again).
     assert plan.chunks[0] == 750 and 1 <= plan.chunks[1] <= 188
@@ -168,16 +151,26 @@ def test_a_sides_turn_is_bounded_with_the_making_of_its_inputs() -> None:
 
 
 def _side(
-    schedule: Schedule, side: str, order: list[str], running: list[int], errors: list[str]
+    schedule: Schedule,
+    side: str,
+    order: list[str],
+    running: list[int],
+    errors: list[str],
+    call_s: float = 0.001,
+    first_turn_s: float = 0.0,
 ) -> None:
+    """One side's turns, each call reported as ``call_s``; the first turn lasts
+    ``first_turn_s`` at least."""
     chunk = 0
     while calls := schedule.grant(side, "K", chunk):
         running.append(1)
         if len(running) > 1:
             errors.append(f"{side} chunk {chunk} ran beside the other side")
         order.append(f"{side[0]}{chunk}")
+        if chunk == 0:
+            time.sleep(first_turn_s)
         running.pop()
-        schedule.finish(side, "K", [0.001] * calls)
+        schedule.finish(side, "K", [call_s] * calls)
         chunk += 1
     if side == REFERENCE:
         chunk = 0
@@ -190,21 +183,31 @@ def _side(
         order.append("candidate stopped")
 
 
+def _take_turns(
+    schedule: Schedule,
+    order: list[str],
+    running: list[int],
+    errors: list[str],
+    **timing: float,
+) -> None:
+    """Both sides' threads (``_side``), the candidate asking first (it waits), to the end."""
+    threads = [
+        threading.Thread(target=_side, args=(schedule, side, order, running, errors), kwargs=timing)
+        for side in (CANDIDATE, REFERENCE)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=20)
+
+
 def test_two_sides_take_turns_chunk_by_chunk_and_never_run_together() -> None:
     plan = TimedPlan()
     plan.decide(0.001, 4, Stopping(trials=40))
     schedule = Schedule(plan, Stopping(trials=40))
     order: list[str] = []
-    running: list[int] = []
     errors: list[str] = []
-    threads = [
-        threading.Thread(target=_side, args=(schedule, side, order, running, errors))
-        for side in (CANDIDATE, REFERENCE)  # the candidate asks first: it waits
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=10)
+    _take_turns(schedule, order, [], errors)
     assert not errors
     timed = order[:20]
     assert timed == [f"{side}{n}" for n in range(10) for side in ("r", "c")]

@@ -4,11 +4,12 @@ the interval (its ends around the estimate, caps respected), never through a tim
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 
-from maxcode.evaluate import evaluate_cpp
+from maxcode.evaluate import cpp, evaluate_cpp
 from maxcode.evaluate.cpp import (
     WALL_BUDGET_S,
     WALL_MAX_ROUNDS,
@@ -49,6 +50,45 @@ def test_an_evaluation_reports_its_rounds_and_an_interval_around_the_speedup(
     low, high = feedback.speedup_interval
     assert 0 < low <= feedback.speedup <= high
     assert WALL_MIN_ROUNDS <= feedback.repeats <= WALL_MAX_ROUNDS
+
+
+NOISY_SUM = """#include <cstdio>
+#include <random>
+#include <unistd.h>
+int main() {
+    long long a, b;
+    if (scanf("%lld %lld", &a, &b) != 2) return 1;
+    usleep(std::random_device{}() % 2 ? 0 : 400);  // a ratio that stays wide
+    printf("%lld\\n", a + b);
+}
+"""
+
+
+def test_the_budget_counts_what_the_timing_costs_not_only_the_programs_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tiny programs cost more in sandbox starts and launches than they run: the budget is
+    spent on the rounds' elapsed time, so batches whose start takes 0.2 s more (here: a sleep
+    around the real runner) stop after the third within 0.5 s. Counting the programs' own
+    milliseconds, the same evaluation ran six batches (109 rounds), and tasks of a few tests
+    every one of ``WALL_MAX_ROUNDS`` rounds."""
+    monkeypatch.setenv("MAXCODE_TIMING_BUDGET_S", "0.5")
+    batches: list[int] = []
+    real = cpp._Runner.run
+
+    def slow_start(self: cpp._Runner, plan: list, programs: cpp._Programs) -> list:
+        batches.append(len(plan))
+        time.sleep(0.2)
+        return real(self, plan, programs)
+
+    monkeypatch.setattr(cpp._Runner, "run", slow_start)
+    task = load_task(str(write_task(tmp_path / "t")))
+    feedback = evaluate_cpp(task, NOISY_SUM, repeats=1)
+    assert feedback.correct
+    timed = batches[1:]  # the first is the correctness round
+    assert 1 <= len(timed) <= 3  # two of 0.2 s fit in 0.5 s, and the batch that crossed it
+    assert WALL_MIN_ROUNDS <= feedback.repeats < WALL_MAX_ROUNDS
+    assert sum(timed) == 2 * len(task.tests) * feedback.repeats
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")

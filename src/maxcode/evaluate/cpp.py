@@ -68,7 +68,8 @@ WALL_MIN_BATCH = 4
 WALL_MAX_ROUNDS = 120
 """The most timed rounds of one evaluation."""
 WALL_BUDGET_S = 15.0
-"""Seconds of timed runs (both programs) after which no further batch is started."""
+"""Seconds of timing (both programs' runs, with each batch's sandbox start and each run's
+folder and launch) after which no further batch is started."""
 VALGRIND_SLOWDOWN = 60
 PROFILE_DUMP = "callgrind.out"
 _PROFILE_DUMP_CHARS = 32 << 20
@@ -365,14 +366,17 @@ def _measure_wall(
     ratio is the reference's time over the candidate's, summed over the tests. Rounds come in
     batches, one sandbox start each: at least ``max(repeats, WALL_MIN_ROUNDS)``, then as many
     as the interval's width says are still needed, until it is within ``WALL_PRECISION`` of
-    the estimate, or ``WALL_MAX_ROUNDS`` rounds or ``WALL_BUDGET_S`` seconds of timed runs
-    are spent (the interval then says how wide it stayed)."""
+    the estimate, or ``WALL_MAX_ROUNDS`` rounds or ``WALL_BUDGET_S`` seconds of timing are
+    spent (the interval then says how wide it stayed)."""
     task = runner.task
     expected = {test.index: test.output_path.read_bytes() for test in task.tests}
     samples: dict[Path, dict[int, list[float]]] = {programs.reference: {}, programs.candidate: {}}
     round_totals: dict[Path, list[float]] = {programs.reference: [], programs.candidate: []}
     rounds = 0
-    spent_s = 0.0
+    # What the budget counts is the timing's own cost, not only the programs' time: a run of a
+    # millisecond costs about 4 ms here with its sandbox's share, and counting the programs'
+    # time alone let such tasks run every one of ``WALL_MAX_ROUNDS`` rounds.
+    elapsed_s = 0.0
     batch = max(repeats, WALL_MIN_ROUNDS)
     while batch > 0:
         plan: list[tuple[Path, TestCase]] = []
@@ -383,7 +387,10 @@ def _measure_wall(
                     pair.reverse()
                 plan += [(program, test) for program in pair]
         totals = {programs.reference: [0.0] * batch, programs.candidate: [0.0] * batch}
-        for number, ((program, test), result) in enumerate(zip(plan, runner.run(plan, programs))):
+        began = time.perf_counter()
+        results = runner.run(plan, programs)
+        elapsed_s += time.perf_counter() - began
+        for number, ((program, test), result) in enumerate(zip(plan, results)):
             outcome = _outcome(test.index, result, expected[test.index], runner)
             in_batch = number // (2 * len(task.tests))
             if outcome.status != "passed":
@@ -393,7 +400,6 @@ def _measure_wall(
                 return _failed_timed_run(runner, outcomes, outcome, rounds + in_batch)
             samples[program].setdefault(test.index, []).append(result.wall_s)
             totals[program][in_batch] += result.wall_s
-            spent_s += result.wall_s
         for program, sums in totals.items():
             round_totals[program] += sums
         rounds += batch
@@ -402,7 +408,7 @@ def _measure_wall(
             round_totals[programs.candidate],
             floor=TIMING_FLOOR_S * len(task.tests),
         )
-        batch = _rounds_still_needed(interval, rounds, spent_s)
+        batch = _rounds_still_needed(interval, rounds, elapsed_s)
     reference_costs = [_median(samples[programs.reference][test.index]) for test in task.tests]
     candidate_costs = [_median(samples[programs.candidate][test.index]) for test in task.tests]
     if sum(candidate_costs) < 10 * TIMING_FLOOR_S * len(task.tests):
@@ -413,15 +419,16 @@ def _measure_wall(
     return _correct(runner, outcomes, reference_costs, candidate_costs, interval, repeats=rounds)
 
 
-def _rounds_still_needed(interval: SpeedupInterval, rounds: int, spent_s: float) -> int:
+def _rounds_still_needed(interval: SpeedupInterval, rounds: int, elapsed_s: float) -> int:
     """How many more rounds to time (0: stop). The interval's width shrinks about as one over
     the square root of the rounds: ask for what should bring it within the precision, at least
-    ``WALL_MIN_BATCH`` and at most as many again as so far, within the caps."""
+    ``WALL_MIN_BATCH`` and at most as many again as so far, within the caps (``elapsed_s``:
+    the seconds the rounds so far took, sandbox starts included)."""
     if interval.narrow(WALL_PRECISION) or rounds >= WALL_MAX_ROUNDS:
         return 0
-    per_round_s = spent_s / rounds
+    per_round_s = elapsed_s / rounds
     budget = timing_budget_s()
-    affordable = int((budget - spent_s) / per_round_s) if per_round_s > 0 else rounds
+    affordable = int((budget - elapsed_s) / per_round_s) if per_round_s > 0 else rounds
     wanted = math.ceil(rounds * (interval.relative_half_width / WALL_PRECISION) ** 2) - rounds
     batch = min(max(wanted, WALL_MIN_BATCH), rounds, WALL_MAX_ROUNDS - rounds, affordable)
     return max(batch, 0)

@@ -16,11 +16,8 @@ busy by a spinning process), it prints max/min of ``--runs`` estimates at each `
 half-width that stops the window; the harness's default), their standard deviation (of the
 log, %), and the mean pairs, calls (both sides) and window seconds.
 
-``--inputs`` (repeatable, alternated run by run; ``MADE``) asks what making the inputs
-elsewhere would buy: ``fresh`` makes each call's inputs from its seed on the timing CPU, as
-the workers do; ``premade`` copies them from inputs made before the window (the cost a worker
-would pay to place inputs another process made); ``maker`` is ``premade`` with a process making
-inputs of the problem's size on the other CPU all along (what that process would add).
+``--inputs`` (repeatable, alternated run by run) asks what making the inputs elsewhere would
+buy: the ways are ``MADE``'s.
 
     python benchmarks/noise_floor.py          # 1_ScaledGELU and 4_Softmax, idle and loaded
     python benchmarks/noise_floor.py --case 1_ScaledGELU --condition idle --budget 2 --budget 8
@@ -125,8 +122,8 @@ a, b = [], []
 began = time.perf_counter()
 while True:
     timed = [value for times in a for value in times]
-    made = sum(len(times) for times in a + b)
-    span = (time.perf_counter() - began) / made if made else estimate + inputs_s
+    so_far = sum(len(times) for times in a + b)
+    span = (time.perf_counter() - began) / so_far if so_far else estimate + inputs_s
     call = statistics.median(timed) if timed else estimate
     step = chunk_calls(call, None, size, base.max_calls, span_s=span)
     calls = stopping.next_calls(step, a, b, time.perf_counter() - began)
@@ -136,7 +133,7 @@ while True:
     a.append(chunk(first, seeds))
     b.append(chunk(second, seeds))
 estimate = paired_speedup(a, b)
-print(json.dumps({"speedup": estimate.speedup, "pairs": estimate.pairs, "calls": made,
+print(json.dumps({"speedup": estimate.speedup, "pairs": estimate.pairs, "calls": so_far,
                   "seconds": time.perf_counter() - began}))
 """
 

@@ -107,6 +107,14 @@ def test_an_honest_candidate_is_correct_and_timed_against_eager(honest: Judged) 
     # Where the evaluation's seconds went, phase by phase.
     assert {"start", "startup", "checks", "timing", "finish", "judging"} <= set(feedback.phases)
     assert all(seconds >= 0 for seconds in feedback.phases.values())
+    # Within the timing window: the calls' own seconds (those the schedule received, both
+    # sides), making their inputs and sending their outputs, together no more than the window
+    # (the candidate's last chunk may free its outputs just after the window closed).
+    phases = feedback.phases
+    received = sum(sum(times) for side in schedule.times.values() for times in side)
+    assert phases["calls"] == pytest.approx(received, abs=2e-4)
+    assert phases["inputs"] > 0 and phases["outputs"] > 0
+    assert phases["calls"] + phases["inputs"] + phases["outputs"] <= phases["timing"] + 0.05
 
 
 def test_maxcode_eval_json_has_the_contract_fields_and_the_compile_baseline(

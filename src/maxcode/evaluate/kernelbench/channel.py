@@ -267,6 +267,20 @@ class Conversation:
             parts[sending].append((done - end) / 1e9 / calls)
         return parts
 
+    def spent(self, phase: str) -> dict[str, float] | None:
+        """Seconds of ``phase``'s chunks by part, summed over them: ``calls`` (the calls'
+        claimed seconds) and each of ``OUTSIDE_PARTS`` by host time; None as for ``outside``."""
+        parts = self.outside(phase)
+        if parts is None:
+            return None
+        chunks = self._phase(phase)
+        spent = {"calls": sum(sum(chunk.times) for chunk in chunks)}
+        for part, per_call in parts.items():
+            spent[part] = sum(
+                seconds * max(chunk.calls, 1) for seconds, chunk in zip(per_call, chunks)
+            )
+        return spent
+
     def span_cpu(self, phase: str) -> tuple[float, float] | None:
         """(CPU seconds, host seconds) of the worker from each chunk's seeds to its end,
         summed over the chunks of ``phase``; None when the phase did not complete or a clock

@@ -57,7 +57,7 @@ from maxcode.evaluate.cpp import timing_cpu
 from maxcode.evaluate.integrity import finding
 from maxcode.evaluate.kernelbench import roofline, rounds
 from maxcode.evaluate.kernelbench.backends import check_backend
-from maxcode.evaluate.kernelbench.channel import Conversation
+from maxcode.evaluate.kernelbench.channel import OUTSIDE_PARTS, Conversation
 from maxcode.evaluate.kernelbench.judge import Judge
 from maxcode.evaluate.kernelbench.outputs import Comparison
 from maxcode.evaluate.kernelbench.runner import (
@@ -390,13 +390,21 @@ PHASES = {
     "build": "within startup: the candidate's import by its worker's clock (build or cache)",
     "checks": "the check seeds run twice on both sides, until the first timed chunk",
     "timing": "the alternated timed chunks of both sides, until the interval was narrow",
+    "calls": "within timing: the timed calls themselves, both sides (their own seconds)",
+    "inputs": "within timing: making the timed calls' inputs, both sides (host time)",
+    "outputs": "within timing: sending the timed calls' outputs to the parent and freeing "
+    "them, both sides (host time); the rest of timing is the parent's turns between chunks",
     "finish": "the reference's baselines (identity model, torch.compile), roofline, outputs "
     "saved, both processes gone",
     "judging": "the comparison and the verdict in the parent",
     "kernels": "the candidate's forward under Nsight Compute (--profile on CUDA)",
 }
-"""What each of ``Feedback.phases`` covers (seconds; ``build`` is part of ``startup``, the
-others follow one another on the parent's clock)."""
+"""What each of ``Feedback.phases`` covers (seconds; ``build`` is part of ``startup``, and
+``calls``, ``inputs`` and ``outputs`` part of ``timing`` (``WINDOW``); the others follow one
+another on the parent's clock)."""
+WINDOW = {"calls": "calls", "inputs": OUTSIDE_PARTS[0], "outputs": OUTSIDE_PARTS[2]}
+"""The parts of the timing window shown as phases, by the name of their part in
+``Conversation.spent``: where a window's seconds go besides the calls it times."""
 
 
 class PhaseClock:
@@ -426,6 +434,10 @@ class PhaseClock:
         if schedule.stopped_ns is not None:
             self.mark("timing", schedule.stopped_ns)
         self.mark("finish", ended)
+        spent = [c.spent("K") for c in conversations if c is not None]
+        if len(spent) == 2 and spent[0] is not None and spent[1] is not None:
+            for name, part in WINDOW.items():
+                self.phases[name] = round(spent[0][part] + spent[1][part], 4)
         report = candidate.report
         if report is not None and "load" in report.stages:
             self.phases["build"] = round(report.stages["load"], 4)

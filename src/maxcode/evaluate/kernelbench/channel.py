@@ -248,9 +248,33 @@ class Conversation:
         drowned in the other's noise: making inputs is the same work on both sides, within a
         tenth of a millisecond per call, while sending outputs varied by tens of milliseconds
         per chunk. None when the phase did not complete or a clock could not be read."""
+        split = self._split(phase, clock)
+        if split is None:
+            return None
+        return {
+            part: [seconds[part] / max(chunk.calls, 1) for chunk, seconds in split]
+            for part in OUTSIDE_PARTS
+        }
+
+    def spent(self, phase: str) -> dict[str, float] | None:
+        """Seconds of ``phase``'s chunks by part, summed over them: ``calls`` (the calls'
+        claimed seconds) and each of ``OUTSIDE_PARTS`` by host time; None as for ``outside``."""
+        split = self._split(phase, "host")
+        if split is None:
+            return None
+        spent = {"calls": sum(sum(chunk.times) for chunk, _ in split)}
+        for part in OUTSIDE_PARTS:
+            spent[part] = sum(seconds[part] for _, seconds in split)
+        return spent
+
+    def _split(self, phase: str, clock: str) -> list[tuple[Chunk, dict[str, float]]] | None:
+        """Each chunk of ``phase`` with its seconds outside its calls by part (``outside``
+        says which), by ``clock``; None when the phase did not complete or a stamp is
+        missing."""
         if not self.complete(phase):
             return None
-        parts: dict[str, list[float]] = {part: [] for part in OUTSIDE_PARTS}
+        making, between, sending = OUTSIDE_PARTS
+        split = []
         for chunk in self._phase(phase):
             stamps: list[int | None] = (
                 [chunk.sent, chunk.begin, chunk.end, chunk.done]
@@ -260,26 +284,13 @@ class Conversation:
             if None in stamps:
                 return None
             sent, begin, end, done = (int(stamp or 0) for stamp in stamps)
-            calls = max(chunk.calls, 1)
-            making, between, sending = OUTSIDE_PARTS
-            parts[making].append((begin - sent) / 1e9 / calls)
-            parts[between].append(((end - begin) / 1e9 - sum(chunk.times)) / calls)
-            parts[sending].append((done - end) / 1e9 / calls)
-        return parts
-
-    def spent(self, phase: str) -> dict[str, float] | None:
-        """Seconds of ``phase``'s chunks by part, summed over them: ``calls`` (the calls'
-        claimed seconds) and each of ``OUTSIDE_PARTS`` by host time; None as for ``outside``."""
-        parts = self.outside(phase)
-        if parts is None:
-            return None
-        chunks = self._phase(phase)
-        spent = {"calls": sum(sum(chunk.times) for chunk in chunks)}
-        for part, per_call in parts.items():
-            spent[part] = sum(
-                seconds * max(chunk.calls, 1) for seconds, chunk in zip(per_call, chunks)
-            )
-        return spent
+            seconds = {
+                making: (begin - sent) / 1e9,
+                between: (end - begin) / 1e9 - sum(chunk.times),
+                sending: (done - end) / 1e9,
+            }
+            split.append((chunk, seconds))
+        return split
 
     def span_cpu(self, phase: str) -> tuple[float, float] | None:
         """(CPU seconds, host seconds) of the worker from each chunk's seeds to its end,

@@ -200,7 +200,7 @@ def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
     default=None,
     envvar="MAXCODE_ROUNDS",
     help="KernelBench: timing windows, each with fresh worker processes, combined into one "
-    "speedup (default 4; a search screens with 1 and re-verifies with 4).",
+    "speedup (default 8; a search screens with 1 and re-verifies with 8).",
 )
 @click.option(
     "--check-scale",

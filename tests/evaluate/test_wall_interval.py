@@ -11,6 +11,7 @@ import pytest
 
 from maxcode.evaluate import cpp, evaluate_cpp
 from maxcode.evaluate.cpp import (
+    REPORTED,
     WALL_BUDGET_S,
     WALL_MAX_ROUNDS,
     WALL_MIN_BATCH,
@@ -39,6 +40,48 @@ def test_a_wide_interval_asks_for_more_rounds_within_the_caps(
     assert _rounds_still_needed(wide, 20, WALL_BUDGET_S * 0.9) == 2  # what still fits
     monkeypatch.setenv("MAXCODE_TIMING_BUDGET_S", str(WALL_BUDGET_S / 10))
     assert _rounds_still_needed(wide, 6, WALL_BUDGET_S / 10) == 0  # a smaller budget holds
+
+
+def test_a_reported_speedup_times_to_half_the_interval_within_four_times_the_caps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("MAXCODE_TIMING_BUDGET_S")  # the default budget
+    screened = SpeedupInterval(1.0, 0.985, 1.015, 40)  # +-1.5%: narrow for a screen
+    assert _rounds_still_needed(screened, 40, 0.1) == 0
+    assert _rounds_still_needed(screened, 40, 0.1, reported=True) == 40  # as many again
+    assert _rounds_still_needed(SpeedupInterval(1.0, 0.991, 1.009, 40), 40, 0.1, True) == 0
+    wide = SpeedupInterval(1.0, 0.9, 1.1, 6)
+    assert _rounds_still_needed(wide, WALL_MAX_ROUNDS, 0.1) == 0
+    assert _rounds_still_needed(wide, WALL_MAX_ROUNDS, 0.1, reported=True) == WALL_MAX_ROUNDS
+    assert _rounds_still_needed(wide, 6 * REPORTED, WALL_BUDGET_S, reported=True) > 0
+    assert _rounds_still_needed(wide, 6, WALL_BUDGET_S * REPORTED, reported=True) == 0
+    monkeypatch.setenv("MAXCODE_TIMING_BUDGET_S", str(WALL_BUDGET_S / 10))  # a cap set holds
+    assert _rounds_still_needed(wide, 6, WALL_BUDGET_S / 10, reported=True) == 0
+
+
+def test_maxcode_eval_times_its_number_as_reported_and_a_screen_does_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``maxcode eval`` reports its number (a C++ task here; KernelBench gets the same flag
+    with its rounds); a caller of ``evaluate_task`` (a search's screen) does not by default."""
+    import maxcode.evaluate as evaluation
+
+    seen: list[bool] = []
+    real = cpp._rounds_still_needed
+
+    def noting(interval: SpeedupInterval, rounds: int, elapsed_s: float, reported: bool) -> int:
+        seen.append(reported)
+        return real(interval, rounds, elapsed_s, reported)
+
+    monkeypatch.setattr(cpp, "_rounds_still_needed", noting)
+    folder = write_task(tmp_path / "t")
+    candidate = tmp_path / "candidate.cpp"
+    candidate.write_text(ECHO_SUM)
+    assert evaluation.evaluate(str(folder), candidate).correct
+    assert seen and all(seen)
+    seen.clear()
+    assert evaluation.evaluate_task(load_task(str(folder)), ECHO_SUM).correct
+    assert seen and not any(seen)
 
 
 def test_an_evaluation_reports_its_rounds_and_an_interval_around_the_speedup(

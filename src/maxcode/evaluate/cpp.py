@@ -13,7 +13,8 @@ Protocol (one call of ``evaluate_cpp``):
    excluded). Cost = sum over tests of the median. Speedup = the median over rounds of the
    round's ratio (reference's time / candidate's, summed over tests), with its 95% interval
    (``maxcode.evaluate.stats``); rounds are added until that interval is within +-2% of the
-   speedup or a cap is reached (``_measure_wall``).
+   speedup (+-1% for a speedup that is reported, ``REPORTED``) or a cap is reached
+   (``_measure_wall``).
    ``instructions``: each test once under callgrind, both programs; the count comes from
    valgrind's log on a descriptor the program cannot reach; reference counts are cached.
 """
@@ -70,6 +71,12 @@ WALL_MAX_ROUNDS = 120
 WALL_BUDGET_S = 15.0
 """Seconds of timing (both programs' runs, with each batch's sandbox start and each run's
 folder and launch) after which no further batch is started."""
+REPORTED = 4
+"""A speedup that is reported (``maxcode eval``, a search's re-verification), not a screen of
+a search's candidate, is timed to a quarter of the variance: ``WALL_PRECISION`` halved, the
+caps on rounds and seconds times four. Six evaluations of ``prime_sieve``'s reference as its
+own candidate at +-2% spread 1.022 (max/min; standard deviation 0.74%), over the 1.02 an
+equal program's number should stay within (``benchmarks/noise.py``)."""
 VALGRIND_SLOWDOWN = 60
 PROFILE_DUMP = "callgrind.out"
 _PROFILE_DUMP_CHARS = 32 << 20
@@ -238,10 +245,12 @@ def evaluate_cpp(
     sandbox: Sandbox | None = None,
     cpu: int | None = None,
     profile: bool = False,
+    reported: bool = False,
 ) -> Feedback:
     """Judge ``candidate`` (C++ source) against ``task``'s reference; timed runs are pinned
     to ``cpu`` (None: the last CPU this process may use). ``profile``: a correct candidate's
-    feedback also says where its instructions go (``cpp_profile``)."""
+    feedback also says where its instructions go (``cpp_profile``). ``reported``: the speedup
+    is reported, timed to a narrower interval (``REPORTED``)."""
     sandbox = sandbox or Sandbox()
     if metric == "instructions" and shutil.which("valgrind") is None:
         raise TaskError("--metric instructions needs valgrind (apt-get install valgrind)")
@@ -274,7 +283,8 @@ def evaluate_cpp(
         if passed < len(task.tests):
             return _wrong(runner, outcomes, passed, candidate_build)
         if metric == "wall":
-            verdict = _measure_wall(runner, programs, outcomes, repeats or task.repeats)
+            wanted = repeats or task.repeats
+            verdict = _measure_wall(runner, programs, outcomes, wanted, reported)
         else:
             verdict = _measure_instructions(runner, programs, outcomes, reference_build.key)
         if profile and verdict.correct:
@@ -357,9 +367,14 @@ def _correctness_round(runner: _Runner, task: Task, programs: _Programs) -> list
 
 
 def _measure_wall(
-    runner: _Runner, programs: _Programs, outcomes: list[TestOutcome], repeats: int
+    runner: _Runner,
+    programs: _Programs,
+    outcomes: list[TestOutcome],
+    repeats: int,
+    reported: bool = False,
 ) -> Feedback:
-    """Timed rounds until the speedup's interval is narrow (``WALL_PRECISION``) or a cap is hit.
+    """Timed rounds until the speedup's interval is narrow (``WALL_PRECISION``; ``reported``:
+    half that, with four times the caps) or a cap is hit.
 
     A round runs every test with reference and candidate back to back, which one goes first
     alternating, pinned to one CPU, so a load that lasts a round hits both alike; the round's
@@ -408,7 +423,7 @@ def _measure_wall(
             round_totals[programs.candidate],
             floor=TIMING_FLOOR_S * len(task.tests),
         )
-        batch = _rounds_still_needed(interval, rounds, elapsed_s)
+        batch = _rounds_still_needed(interval, rounds, elapsed_s, reported)
     reference_costs = [_median(samples[programs.reference][test.index]) for test in task.tests]
     candidate_costs = [_median(samples[programs.candidate][test.index]) for test in task.tests]
     if sum(candidate_costs) < 10 * TIMING_FLOOR_S * len(task.tests):
@@ -419,18 +434,23 @@ def _measure_wall(
     return _correct(runner, outcomes, reference_costs, candidate_costs, interval, repeats=rounds)
 
 
-def _rounds_still_needed(interval: SpeedupInterval, rounds: int, elapsed_s: float) -> int:
+def _rounds_still_needed(
+    interval: SpeedupInterval, rounds: int, elapsed_s: float, reported: bool = False
+) -> int:
     """How many more rounds to time (0: stop). The interval's width shrinks about as one over
     the square root of the rounds: ask for what should bring it within the precision, at least
     ``WALL_MIN_BATCH`` and at most as many again as so far, within the caps (``elapsed_s``:
-    the seconds the rounds so far took, sandbox starts included)."""
-    if interval.narrow(WALL_PRECISION) or rounds >= WALL_MAX_ROUNDS:
+    the seconds the rounds so far took, sandbox starts included; ``reported``: the precision
+    and the caps of a reported speedup, ``REPORTED``)."""
+    precision = WALL_PRECISION / math.sqrt(REPORTED) if reported else WALL_PRECISION
+    most = WALL_MAX_ROUNDS * REPORTED if reported else WALL_MAX_ROUNDS
+    if interval.narrow(precision) or rounds >= most:
         return 0
     per_round_s = elapsed_s / rounds
-    budget = timing_budget_s()
+    budget = timing_budget_s(reported)
     affordable = int((budget - elapsed_s) / per_round_s) if per_round_s > 0 else rounds
-    wanted = math.ceil(rounds * (interval.relative_half_width / WALL_PRECISION) ** 2) - rounds
-    batch = min(max(wanted, WALL_MIN_BATCH), rounds, WALL_MAX_ROUNDS - rounds, affordable)
+    wanted = math.ceil(rounds * (interval.relative_half_width / precision) ** 2) - rounds
+    batch = min(max(wanted, WALL_MIN_BATCH), rounds, most - rounds, affordable)
     return max(batch, 0)
 
 
@@ -635,12 +655,14 @@ def _median(samples: list[float]) -> float:
     return max(statistics.median(samples), TIMING_FLOOR_S)
 
 
-def timing_budget_s() -> float:
+def timing_budget_s(reported: bool = False) -> float:
     """Seconds of timed runs one evaluation may spend before it stops adding rounds:
-    ``MAXCODE_TIMING_BUDGET_S`` when set (a positive number), else ``WALL_BUDGET_S``."""
+    ``MAXCODE_TIMING_BUDGET_S`` when set (a positive number), else ``WALL_BUDGET_S`` (times
+    ``REPORTED`` for a reported speedup)."""
     value = os.environ.get("MAXCODE_TIMING_BUDGET_S", "")
+    default = WALL_BUDGET_S * REPORTED if reported else WALL_BUDGET_S
     try:
-        budget = float(value) if value else WALL_BUDGET_S
+        budget = float(value) if value else default
     except ValueError:
         raise TaskError(f"MAXCODE_TIMING_BUDGET_S: not a number of seconds: {value!r}") from None
     if not budget > 0:

@@ -41,10 +41,12 @@ class EvalJob:
     """The user accepted a level outside ``SAFE_LEVELS`` (``--unsafe-isolation``)."""
     backend: str | None = None
     """KernelBench: the candidates' kernel language (None: cuda on a GPU, C++ on a CPU)."""
-    rounds: int | None = None
-    """KernelBench: timing windows with fresh workers, combined (None: one)."""
     check_scale: float | None = None
     """KernelBench: also check a correct candidate at the problem's sizes times this."""
+    reported: bool = False
+    """The speedup is reported (a search's re-verification), not a screen: timed to a narrower
+    interval (``evaluate_task``; KernelBench: in ``REPORTED_ROUNDS`` rounds of fresh workers,
+    where a screen takes one)."""
 
     def sandbox_key(self) -> tuple[str, bool]:
         """What the job's sandbox is built from: ``Sandbox(level, unsafe_ok=...)``."""
@@ -60,8 +62,8 @@ class EvalJob:
             "tolerance": self.tolerance,
             "profile": self.profile,
             "backend": self.backend,
-            "rounds": self.rounds,
             "check_scale": self.check_scale,
+            "reported": self.reported,
         }
 
 

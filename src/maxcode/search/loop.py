@@ -20,7 +20,6 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
-from maxcode.evaluate.kernelbench.rounds import REPORTED_ROUNDS
 from maxcode.executors import EvalJob, Executor
 from maxcode.llm import LLMProvider, LLMRequest
 from maxcode.llm.extract import extract_code
@@ -410,7 +409,7 @@ class Search:
         for node, first in duplicates:
             node.feedback = first.feedback
 
-    def _job(self, source: str, profile: bool | None = None, rounds: int | None = None) -> EvalJob:
+    def _job(self, source: str, profile: bool | None = None, reported: bool = False) -> EvalJob:
         return EvalJob(
             self.task,
             source,
@@ -423,8 +422,8 @@ class Search:
             isolation=self.config.isolation,
             unsafe_isolation=self.config.unsafe_isolation,
             backend=self.config.backend,
-            rounds=rounds,
             check_scale=self.config.check_scale,
+            reported=reported,
         )
 
     # --- the final re-verification -------------------------------------------------------
@@ -456,9 +455,8 @@ class Search:
             assert node.source is not None
             feedback = done.get(node.node_id)
             if feedback is None:
-                # Rounds of fresh workers (KernelBench; other tasks time fresh processes
-                # every round and take none).
-                job = self._job(node.source, profile=False, rounds=REPORTED_ROUNDS)
+                # Timed as a reported number: for KernelBench, rounds of fresh workers.
+                job = self._job(node.source, profile=False, reported=True)
                 feedback = await self.executor.evaluate(job)
                 self.store.put_verification(self.run_id, node.node_id, feedback)
             checked.append(Verification.of(node, feedback))

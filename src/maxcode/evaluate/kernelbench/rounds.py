@@ -56,15 +56,19 @@ from maxcode.evaluate.integrity import category_of, finding, void_findings
 from maxcode.evaluate.kernelbench.schedule import t_quantile
 from maxcode.types import Feedback, RoundSpeedup
 
-REPORTED_ROUNDS = 4
+REPORTED_ROUNDS = 8
 """Rounds of an evaluation whose speedup is reported (``maxcode eval``, re-verification).
-Within one round the window stops near +-2% (a standard deviation near 1%) and the process bias
-adds about 0.9%: one round of ``1_ScaledGELU`` spreads by about 1.2-1.5% (standard deviation
-of the log speedup), four rounds by 0.64%. Eight were tried (2026-11-25, ``noise.py``): 0.74%
-idle and 0.56% loaded for ``1_ScaledGELU``, 0.40% and 0.26% for ``4_Softmax``, no clear gain
-for twice the time: part of an evaluation's spread is shared by all its rounds, which more
-rounds cannot sample. One such part was found on 2026-11-26: the reference started up on other
-CPUs than the candidate, which biased one side in every round (``evaluator``'s protocol)."""
+Within one round the window stops near +-2% (a standard deviation near 1%) or at its 2 s cap,
+and the process bias adds to that: one round of ``1_ScaledGELU`` spreads by 1.5-3% (standard
+deviation of the log speedup), most of it the process's on some days, which only more rounds
+sample. Four rounds left six evaluations of the bundled ``noise.py`` cases at 1.02-1.046
+(max/min) idle in four of the five whole runs of 2026-11-27/28 (a standard deviation near 1%
+an evaluation). On 2026-11-28 (``noise.py --case 1_ScaledGELU --condition idle``), the same
+hour: four rounds of 8-second windows 1.041 (sd 1.54%, rounds 3.0%, 34-42 s an evaluation),
+eight rounds of 2-second windows **1.018** (sd 0.69%, rounds 2.77%, 29-31 s): longer windows
+did not narrow the rounds (their spread was the processes'), more rounds did. Eight were tried
+once before (2026-11-25: 0.74% idle and 0.56% loaded for ``1_ScaledGELU``, 0.40% and 0.26% for
+``4_Softmax``) and left for four at half the time; the idle target needs them."""
 
 
 def clean(feedback: Feedback) -> bool:

@@ -204,6 +204,11 @@ def _add(measured: Measured, result: dict[str, object] | None, seconds: float, e
     if result is None:
         measured.errors.append(error)
         return
+    if result.get("suspect"):
+        # Void: a finding against a program equal to the reference, which is false by
+        # definition; said as an error, not counted as a speedup of 0.
+        measured.errors.append(f"void: {result['suspect']}")
+        return
     measured.speedups.append(float(result["speedup"]))  # type: ignore[arg-type]
     interval = result.get("speedup_interval")
     measured.intervals.append(list(interval) if interval else None)  # type: ignore[call-overload]

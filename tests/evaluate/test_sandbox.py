@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from maxcode.evaluate.sandbox import (
+    RUNS_PER_START,
     Limits,
     Run,
     Sandbox,
@@ -223,3 +224,20 @@ def test_each_run_of_a_batch_gets_its_own_limits_and_report(sandbox: Sandbox) ->
     assert [result.limit_hit for result in results] == [None, "wall", None, None]
     assert results[2].exit_code == 4
     assert 0.45 < results[1].wall_s < 1.0
+
+
+def test_a_batch_longer_than_one_start_holds_runs_in_full() -> None:
+    """bwrap takes at most 9,000 arguments and the init seven a run: a batch of more runs than
+    one start holds is run in several, in order, every run reported (at 1,488 runs in one
+    start, every run came back killed, wall 0.0). The level whose limit it is."""
+    if not _available("bwrap"):
+        pytest.skip("bwrap does not work on this machine")
+    sandbox = Sandbox("bwrap")
+    inputs = make_scratch()
+    count = RUNS_PER_START + RUNS_PER_START // 2
+    for number in range(count):
+        (inputs / str(number)).write_text(str(number))
+    runs = [Run(stdin=inputs / str(number)) for number in range(count)]
+    results = sandbox.run_batch(["cat"], runs, limits=Limits(wall_s=5))
+    assert [result.limit_hit for result in results] == [None] * count
+    assert [result.stdout for result in results] == [str(n).encode() for n in range(count)]

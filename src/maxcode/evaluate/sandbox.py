@@ -58,6 +58,14 @@ _STDERR_HEAD = 3072
 _STDERR_TAIL = 1024
 
 
+RUNS_PER_START = 1024
+"""Runs one sandbox start holds at most (``run_batch`` starts again for the rest). The init
+takes seven arguments a run and bwrap refuses a command line of more than 9,000: a C++
+evaluation's batch of 1,488 runs (a reported number's rounds, 2026-11-28) failed whole, each
+run reported killed at its wall limit ("bwrap: Exceeded maximum number of arguments 9000"),
+which voided an identical program as "the reference failed test 0 (timeout)"."""
+
+
 @dataclass(frozen=True)
 class Limits:
     """What one sandboxed run may use."""
@@ -290,13 +298,29 @@ class Sandbox:
         host's file system; ``on_start`` is told the pid of the process that starts the batch
         (its runs are below it, under the init). Every run starts with no state from an
         earlier one: its own ipc and mount namespaces, and (when private) an empty folder of
-        its own.
+        its own. More than ``RUNS_PER_START`` runs take several starts, one after the other.
         """
         limits = limits or Limits()
         if argv is None and any(run.argv is None for run in runs):
             raise ValueError("a run has no command and the batch gives none")
         if devices and len(runs) != 1:
             raise ValueError("a batch with devices holds one run (its /dev/shm is not per run)")
+        if len(runs) > RUNS_PER_START:
+            results: list[SandboxResult] = []
+            for first in range(0, len(runs), RUNS_PER_START):
+                results += self.run_batch(
+                    argv,
+                    runs[first : first + RUNS_PER_START],
+                    readonly=readonly,
+                    limits=limits,
+                    cpu=cpu,
+                    env=env,
+                    writable=writable,
+                    devices=devices,
+                    hidden=hidden,
+                    on_start=on_start,
+                )
+            return results
         uid = _uids.acquire() if self.drops_uid else None
         private_root = make_scratch("maxcode-batch-")
         try:

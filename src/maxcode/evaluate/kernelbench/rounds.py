@@ -57,19 +57,12 @@ from maxcode.evaluate.kernelbench.schedule import t_quantile
 from maxcode.types import Feedback, RoundSpeedup
 
 REPORTED_ROUNDS = 8
-"""Rounds of an evaluation whose speedup is reported (``maxcode eval``, re-verification). Within
-one round the window stops near +-2% (a standard deviation near 1%) or at its 2 s cap, and the
-process bias adds to that: one round of ``1_ScaledGELU`` spreads by 1.5-3% (standard deviation
-of the log speedup), most of it the process's on some days, which only more rounds sample. Four
-rounds left six idle evaluations of ``1_ScaledGELU`` at 1.035-1.046 (max/min) in the three whole
-``noise.py`` runs of 2026-11-27/28, and at 1.016-1.030 in three runs of the KernelBench cases
-alone (a standard deviation near 1% an evaluation). On 2026-11-28 (``noise.py --case
-1_ScaledGELU --condition idle``), the same hour: four rounds of 8-second windows 1.041 (sd
-1.54%, rounds 3.0%, 34-42 s an evaluation), eight rounds of 2-second windows **1.018** (sd
-0.69%, rounds 2.77%, 29-31 s): longer windows did not narrow the rounds (their spread was the
-processes'), more rounds did. Eight were tried once before (2026-11-25: 0.74% idle and 0.56%
-loaded for ``1_ScaledGELU``, 0.40% and 0.26% for ``4_Softmax``) and left for four at half the
-time; the idle target needs them."""
+"""Rounds of an evaluation whose speedup is reported (``maxcode eval``, re-verification). A round's
+window stops near +-2% or at its 2 s cap, and a bias of each pair of worker processes adds to
+that (2-3% a round for ``1_ScaledGELU`` on some days), which only more rounds sample: longer
+windows did not narrow the rounds, more rounds did (2026-11-28: four rounds of 8 s 1.041 max/min
+over six idle evaluations, eight of 2 s 1.018). The figures, and the earlier tries of eight, are
+in the README's "Noise on this machine"."""
 
 
 def clean(feedback: Feedback) -> bool:

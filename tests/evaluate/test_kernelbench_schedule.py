@@ -242,6 +242,26 @@ def test_outputs_kept_are_drawn_once_per_chunk_and_shared_by_both_sides() -> Non
     assert small.keep_chunk(0) == list(range(8))
 
 
+def test_each_chunk_pads_its_buffers_by_a_draw_both_sides_make_alike() -> None:
+    """A CPU chunk's buffers are shifted by a pad drawn from the chunk's first seed (worker
+    ``chunk_pad_bytes``): both sides are sent the same seeds for a chunk, so they pad it alike,
+    by whole pages below ``CHUNK_PAD_BYTES`` (which the reserve holds on top of a chunk), and
+    the pads differ from chunk to chunk."""
+    from maxcode.evaluate.kernelbench.worker import _PAGE, CHUNK_PAD_BYTES, chunk_pad_bytes
+
+    plan = TimedPlan()
+    plan.chunks += [4] * 400
+    reference = [plan.seeds_for(plan.first(c), 4)[0] for c in range(400)]
+    candidate = [plan.seeds_for(plan.first(c), 4)[0] for c in range(400)]
+    assert candidate == reference
+    pads = [chunk_pad_bytes(seed) for seed in reference]
+    assert pads == [chunk_pad_bytes(seed) for seed in candidate]
+    assert all(pad % _PAGE == 0 and 0 <= pad < CHUNK_PAD_BYTES for pad in pads)
+    assert len(set(pads)) > 300  # 2,048 possible pads: drawn anew per chunk
+    quarters = {4 * pad // CHUNK_PAD_BYTES for pad in pads}
+    assert quarters == {0, 1, 2, 3}  # the whole range, not a corner of it
+
+
 def test_outside_time_is_compared_pair_by_pair() -> None:
     """The excess is the candidate's outside time less the reference's, chunk pair by pair
     (warm-up pair left out): a shared drift cancels, a constant hidden cost stands out.

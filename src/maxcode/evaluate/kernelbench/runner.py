@@ -320,7 +320,10 @@ def _environment(cache: Path, workdir: Path, layout: int = 0) -> dict[str, str]:
     asked = os.environ.get("MAXCODE_LAYOUT", "shared")
     environment["MAXCODE_LAYOUT"] = asked if asked in ("fixed", "random") else "shared"
     environment["MAXCODE_LAYOUT_SEED"] = str(layout)
-    for passed in ("CUDA_VISIBLE_DEVICES", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST"):
+    # ``MAXCODE_CHUNK_PAD=0`` turns the chunks' pads off, to measure them (worker
+    # ``chunk_pad_bytes``).
+    passing = ("CUDA_VISIBLE_DEVICES", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST", "MAXCODE_CHUNK_PAD")
+    for passed in passing:
         if passed in os.environ:
             environment[passed] = os.environ[passed]
     return environment

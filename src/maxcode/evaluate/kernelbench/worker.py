@@ -664,7 +664,8 @@ def _reserve(torch: Any, spec: dict[str, Any], call_bytes: int) -> None:
     del pool
     # A chunk holds one call at least, however large; each large tensor of it may need 2 MiB
     # more than its size, for its alignment.
-    room = 2 * max(chunk, call_bytes) + 2 * call_bytes + _ALIGNMENT_SLACK
+    # And the largest pad of a chunk (``chunk_pad_bytes``), which shifts all of it.
+    room = 2 * max(chunk, call_bytes) + 2 * call_bytes + _ALIGNMENT_SLACK + CHUNK_PAD_BYTES
     reserve = torch.ones(room, dtype=torch.uint8)
     del reserve
 
@@ -981,6 +982,28 @@ def _as_list(sources: Any) -> list[str]:
 PLACEMENT_BYTES = 2 << 20
 """The span over which a timed input's place is drawn (``_Timing._placed``)."""
 _PAGE = 4096
+CHUNK_PAD_BYTES = 8 << 20
+"""The most a chunk's buffers are shifted by on a CPU (``chunk_pad_bytes``)."""
+_CHUNK_PADS = os.environ.get("MAXCODE_CHUNK_PAD") != "0"
+"""Read when this worker starts, before a candidate's code can change its environment."""
+
+
+def chunk_pad_bytes(seed: int) -> int:
+    """Bytes of the pad that a CPU chunk whose first call has ``seed`` allocates before its
+    inputs and frees with its outputs: a whole number of pages below ``CHUNK_PAD_BYTES``,
+    drawn from the seed, so the same on both sides (the chunk's seeds are the parent's, shared
+    by the reference's run and the candidate's, schedule ``TimedPlan``).
+
+    Why. ``_placed`` draws where each input lands, but a forward's temporaries and outputs
+    land where the process's heap puts them, the same pages chunk after chunk for a whole
+    worker: a bias of each pair of processes, about 2% on this project's VM for the scaled
+    ``1_ScaledGELU`` (five 4 MiB temporaries a call), which rounds could only sample. Shifted by
+    a pad drawn per chunk, they land elsewhere chunk by chunk, and the pairs average it:
+    ``benchmarks/noise.py --case 1_ScaledGELU --condition idle --alternate
+    MAXCODE_CHUNK_PAD=0`` (README, "Noise on this machine"). ``MAXCODE_CHUNK_PAD=0`` in the
+    parent's environment turns the pads off, to measure them."""
+    mixed = (seed * 0xBF58476D1CE4E5B9) % (1 << 64)
+    return _PAGE * ((mixed >> 20) % (CHUNK_PAD_BYTES // _PAGE))
 
 
 class _Timing:
@@ -1113,6 +1136,11 @@ class _Timing:
             # together (32 or 38.5 us for the scaled 1_ScaledGELU), a state that held for
             # several chunks of one worker: identical candidates scored 0.83 to 1.18, 16 of 42
             # outside 0.95-1.05, against 0.978-1.011 (0 of 10) without the pads.
+            # The pad (``chunk_pad_bytes``) is the one allocation before them: it shifts the
+            # chunk's buffers by a draw of the chunk, the same on both sides.
+            pad = None
+            if _CHUNK_PADS and not self.cuda:
+                pad = torch.empty(chunk_pad_bytes(seeds[0]) + 1, dtype=torch.uint8)
             batch = []
             for seed in seeds:
                 if not one_input_set:
@@ -1147,7 +1175,7 @@ class _Timing:
             self._send_outputs(outputs if phase == "K" else [], where)
             # Freed before the next chunk is asked for, so that the freeing is the chunk's
             # (the parent reads the clock that ends the chunk when that request comes).
-            del outputs
+            del outputs, pad
             chunk += 1
 
     def _send_outputs(self, outputs: list[list[Any]], where: dict[str, Any]) -> None:

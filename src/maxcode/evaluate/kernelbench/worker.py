@@ -996,12 +996,12 @@ def chunk_pad_bytes(seed: int) -> int:
 
     Why. ``_placed`` draws where each input lands, but a forward's temporaries and outputs
     land where the process's heap puts them, the same pages chunk after chunk for a whole
-    worker: a bias of each pair of processes, about 2% on this project's VM for the scaled
-    ``1_ScaledGELU`` (five 4 MiB temporaries a call), which rounds could only sample. Shifted by
-    a pad drawn per chunk, they land elsewhere chunk by chunk, and the pairs average it:
-    ``benchmarks/noise.py --case 1_ScaledGELU --condition idle --alternate
-    MAXCODE_CHUNK_PAD=0`` (README, "Noise on this machine"). ``MAXCODE_CHUNK_PAD=0`` in the
-    parent's environment turns the pads off, to measure them."""
+    worker. Suspected of a bias of each pair of processes, about 2% on this project's VM for
+    the scaled ``1_ScaledGELU`` (five 4 MiB temporaries a call), which rounds could only
+    sample. Shifted by a pad drawn per chunk, they land elsewhere chunk by chunk, and the
+    pairs average it: ``benchmarks/noise.py --case 1_ScaledGELU --condition idle --alternate
+    MAXCODE_CHUNK_PAD=0`` measures it (README, "Noise on this machine": better twice, even
+    once). ``MAXCODE_CHUNK_PAD=0`` in the parent's environment turns the pads off."""
     mixed = (seed * 0xBF58476D1CE4E5B9) % (1 << 64)
     return _PAGE * ((mixed >> 20) % (CHUNK_PAD_BYTES // _PAGE))
 
@@ -1137,7 +1137,8 @@ class _Timing:
             # several chunks of one worker: identical candidates scored 0.83 to 1.18, 16 of 42
             # outside 0.95-1.05, against 0.978-1.011 (0 of 10) without the pads.
             # The pad (``chunk_pad_bytes``) is the one allocation before them: it shifts the
-            # chunk's buffers by a draw of the chunk, the same on both sides.
+            # chunk's buffers by a draw of the chunk, the same on both sides (unlike those
+            # pads, drawn per input, and with a layout that differed between the sides).
             pad = None
             if _CHUNK_PADS and not self.cuda:
                 pad = torch.empty(chunk_pad_bytes(seeds[0]) + 1, dtype=torch.uint8)

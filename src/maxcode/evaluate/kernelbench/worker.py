@@ -988,6 +988,12 @@ _CHUNK_PADS = os.environ.get("MAXCODE_CHUNK_PAD") != "0"
 """Read when this worker starts, before a candidate's code can change its environment."""
 
 
+def _mixed(value: int) -> int:
+    """A multiplicative hash of ``value`` to 64 bits: the draws of places and pads from the
+    parent's seeds (nothing a candidate's patch of a module could reach)."""
+    return (value * 0xBF58476D1CE4E5B9) % (1 << 64)
+
+
 def chunk_pad_bytes(seed: int) -> int:
     """Bytes of the pad that a CPU chunk whose first call has ``seed`` allocates before its
     inputs and frees with its outputs: a whole number of pages below ``CHUNK_PAD_BYTES``,
@@ -1002,8 +1008,7 @@ def chunk_pad_bytes(seed: int) -> int:
     pairs average it: ``benchmarks/noise.py --case 1_ScaledGELU --condition idle --alternate
     MAXCODE_CHUNK_PAD=0`` measures it (README, "Noise on this machine": better twice, even
     once). ``MAXCODE_CHUNK_PAD=0`` in the parent's environment turns the pads off."""
-    mixed = (seed * 0xBF58476D1CE4E5B9) % (1 << 64)
-    return _PAGE * ((mixed >> 20) % (CHUNK_PAD_BYTES // _PAGE))
+    return _PAGE * ((_mixed(seed) >> 20) % (CHUNK_PAD_BYTES // _PAGE))
 
 
 class _Timing:
@@ -1097,7 +1102,7 @@ class _Timing:
                 continue
             # The seed is a uniform draw of the parent's; mixed with the input's number (a
             # multiplicative hash, nothing a candidate's patch of a module could reach).
-            mixed = ((seed ^ (number * 0x9E3779B97F4A7C15)) * 0xBF58476D1CE4E5B9) % (1 << 64)
+            mixed = _mixed(seed ^ (number * 0x9E3779B97F4A7C15))
             offset = _PAGE * ((mixed >> 24) % (span // _PAGE))
             room = torch.empty(size + span, dtype=torch.uint8)
             moved = room[offset : offset + size].view(value.dtype).view(value.shape)

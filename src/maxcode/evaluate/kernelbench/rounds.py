@@ -62,7 +62,7 @@ window stops near +-2% or at its 2 s cap, and a bias of each pair of worker proc
 that (2-3% a round for ``1_ScaledGELU`` on some days), which only more rounds sample: longer
 windows did not narrow the rounds, more rounds did (2026-11-28: four rounds of 8 s 1.041 max/min
 over six idle evaluations, eight of 2 s 1.018). The figures, and the earlier tries of eight, are
-in the README's "Noise on this machine"."""
+in ``docs/noise-log.md``."""
 
 
 def clean(feedback: Feedback) -> bool:

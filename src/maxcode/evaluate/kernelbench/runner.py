@@ -235,7 +235,7 @@ class WorkerRunner:
         ``_pin``) rather than by the sandbox from its start: in an evaluation of one round on
         a CPU (a search's screening), so that its two workers load torch side by side on two
         CPUs. One round of an identical bundled candidate took 5.5-5.8 s instead of 8.9-9.0 s,
-        its speedups' spread the same (README, "Start-up beside the timing CPU");
+        its speedups' spread the same (``docs/noise-log.md``, "Start-up beside the timing CPU");
         ``MAXCODE_PIN=start`` pins from the start to measure it. Evaluations of several
         rounds, whose rounds' spread it widened, fork their workers from zygotes started on
         the timing CPU (``zygote.py``)."""

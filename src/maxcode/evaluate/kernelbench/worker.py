@@ -1006,7 +1006,7 @@ def chunk_pad_bytes(seed: int) -> int:
     the scaled ``1_ScaledGELU`` (five 4 MiB temporaries a call), which rounds could only
     sample. Shifted by a pad drawn per chunk, they land elsewhere chunk by chunk, and the
     pairs average it: ``benchmarks/noise.py --case 1_ScaledGELU --condition idle --alternate
-    MAXCODE_CHUNK_PAD=0`` measures it (README, "Noise on this machine": better twice, even
+    MAXCODE_CHUNK_PAD=0`` measures it (``docs/noise-log.md``, the pads: better twice, even
     once). ``MAXCODE_CHUNK_PAD=0`` in the parent's environment turns the pads off."""
     return _PAGE * ((_mixed(seed) >> 20) % (CHUNK_PAD_BYTES // _PAGE))
 

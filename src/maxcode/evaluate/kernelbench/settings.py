@@ -74,7 +74,8 @@ candidates at 0.49-0.81). Hidden work below about 13% of making the inputs is th
 (on ``1_ScaledGELU`` 0.5 ms per call, against 2.2-7 ms for the fixtures that hide work
 there): it is charged to the interval's low end (what selection uses) only."""
 WARMUP_S = 0.3
-"""Seconds of warm-up after which a worker stops warming up (after two calls at least)."""
+"""Seconds of warm-up (its calls and the making of their inputs) after which a worker stops
+warming up (after two calls at least)."""
 KEEP_BYTES = 256 << 20
 """Outputs of timed calls kept for checking, per program: all of them when they fit."""
 SAMPLED_OUTPUTS = 16

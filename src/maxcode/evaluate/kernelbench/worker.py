@@ -389,18 +389,20 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
             # The harness's own cost per call: the same loop around an identity model, which
             # reads nothing of its inputs and caches nothing, so one set serves every call
             # (inputs of 100 MB took seconds to make per evaluation, for calls of microseconds).
+            # One set of inputs serves the identity's warm-up, its timed calls and the
+            # roofline below: made per call, the 32 MB input of the bundled 2_SumReduction
+            # cost 0.3 s of every evaluation here (80 ms a set, five sets).
             identity = lambda *xs: xs[0]  # noqa: E731
-            timing.warm_up(identity)
-            times["overhead"] = timing.run(identity, "O", one_input_set=True)
+            baseline_inputs = make_inputs(spec["warmup_seeds"][0])
+            timing.warm_up(identity, baseline_inputs)
+            times["overhead"] = timing.run(identity, "O", one_input_set=baseline_inputs)
             if spec.get("compile_baseline"):
                 compiled = torch.compile(model)
                 timing.warm_up(compiled)
                 times["compile"] = timing.run(compiled, "C")
             if spec.get("roofline", True):  # the parent keeps a measurement per task
                 try:
-                    result["roofline"] = _roofline(
-                        torch, model, make_inputs(spec["warmup_seeds"][0]), device, sync
-                    )
+                    result["roofline"] = _roofline(torch, model, baseline_inputs, device, sync)
                 except Exception as error:  # informational: never costs the task its reference
                     message = f"{type(error).__name__}: {error}"
                     result["roofline_error"] = message[:_MESSAGE_CHARS]
@@ -1042,10 +1044,18 @@ class _Timing:
         self.cuda = device.type == "cuda"
         self.last: Any = None
 
-    def warm_up(self, model: Callable[..., Any]) -> tuple[float, int, int, float]:
-        """Warm-up calls (fewer when calls are slow: two once ``warmup_s`` is spent); returns
-        the seconds of the fastest call, one call's output and input bytes, and the seconds
-        of the fastest making of one call's inputs (placed as a timed call's are)."""
+    def warm_up(
+        self, model: Callable[..., Any], inputs: list[Any] | None = None
+    ) -> tuple[float, int, int, float]:
+        """Warm-up calls (fewer when slow: two once ``warmup_s`` is spent on the calls and the
+        making of their inputs); returns the seconds of the fastest call, one call's output
+        and input bytes, and the seconds of the fastest making of one call's inputs (placed as
+        a timed call's are). With ``inputs`` (a model that reads none of them), every call
+        gets those, and nothing is made (0 seconds of making).
+
+        The making counts: the bundled 2_SumReduction's 3 ms calls each took a 32 MB input
+        made in 80-200 ms, and the third warm-up call cost 0.1-0.2 s of each worker's start-up
+        for nothing the plan uses (two calls or three, a side's turn then holds one call)."""
         spec = self.spec
         estimate, output_bytes, input_bytes, spent = float("inf"), 0, 0, 0.0
         making = float("inf")
@@ -1053,14 +1063,15 @@ class _Timing:
         for number in range(spec["warmup"]):
             seed = seeds[number % len(seeds)]
             start = _perf_counter()
-            given = self._placed(self.make_inputs(seed), seed)
+            given = inputs if inputs is not None else self._placed(self.make_inputs(seed), seed)
             self.sync()
-            making = min(making, _perf_counter() - start)
+            made = _perf_counter() - start
+            making = 0.0 if inputs is not None else min(making, made)
             start = _perf_counter()
             output = model(*given)
             self.sync()
             seconds = _perf_counter() - start
-            estimate, spent = min(estimate, seconds), spent + seconds
+            estimate, spent = min(estimate, seconds), spent + made + seconds
             values = output if isinstance(output, (tuple, list)) else [output]
             output_bytes, input_bytes = self._bytes(values), self._bytes(given)
             if number >= 1 and spent >= spec.get("warmup_s", float("inf")):
@@ -1118,15 +1129,14 @@ class _Timing:
         )
 
     def run(
-        self, model: Callable[..., Any], phase: str, *, one_input_set: bool = False
+        self, model: Callable[..., Any], phase: str, *, one_input_set: list[Any] | None = None
     ) -> list[float]:
         """Chunks of timed calls for as long as the parent sends seeds; ``one_input_set``:
-        the inputs of the first seed serve every call (a model that reads none of them)."""
+        those inputs serve every call (a model that reads none of them)."""
         torch = self.torch
         flush = torch.empty(64 << 20, dtype=torch.int32, device=self.device) if self.cuda else None
         samples: list[float] = []
         chunk = 0
-        shared = None
         while True:
             where = {"phase": phase, "chunk": chunk}
             answer = self.channel.ask({"m": "next", **where})
@@ -1149,12 +1159,10 @@ class _Timing:
                 pad = torch.empty(chunk_pad_bytes(seeds[0]) + 1, dtype=torch.uint8)
             batch = []
             for seed in seeds:
-                if not one_input_set:
+                if one_input_set is None:
                     batch.append(self._placed(self.make_inputs(seed), seed))
-                    continue
-                if shared is None:
-                    shared = self.make_inputs(seed)
-                batch.append(shared)
+                else:
+                    batch.append(one_input_set)
             # On a GPU the inputs are made by kernels that run on after their launch: they
             # are waited for here, or the first call's wait for the device would take them
             # into the calls' window (the host saw 0.167 ms a call against 0.070 claimed for

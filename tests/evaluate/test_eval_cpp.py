@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import threading
 import time
@@ -201,6 +202,36 @@ def test_instruction_count_is_the_same_on_repeated_runs(tmp_path: Path) -> None:
     assert first["candidate_cost"] > 10_000
     assert first["candidate_costs"] == second["candidate_costs"]
     assert first["reference_cost"] == second["reference_cost"]
+
+
+_SUM_ALL = """#include <cstdio>
+int main() {
+    long long total = 0, value;
+    while (std::scanf("%lld", &value) == 1) total += value;
+    std::printf("%lld\\n", total);
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
+def test_instruction_counts_do_not_depend_on_how_many_cpus_count_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tests are counted on all of the process's CPUs at once (``cpp._shares``): each
+    test's count, in the tests' order, is the one a single CPU counting them all finds."""
+    sizes = [3000, 10, 600, 1, 100]  # the largest first, so the groups' order is not the tests'
+    tests = [(" ".join(["7"] * size) + "\n", f"{7 * size}\n") for size in sizes]
+    task = load_task(str(write_task(tmp_path / "t", reference=_SUM_ALL, tests=tests)))
+    candidate = _SUM_ALL.replace("long long total", "long long value2 = 0, total")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    shared = evaluate_cpp(task, candidate, metric="instructions")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    alone = evaluate_cpp(task, candidate, metric="instructions")
+    assert shared.correct and alone.correct, (shared.error, alone.error)
+    assert shared.candidate_costs == alone.candidate_costs
+    by_size = sorted(zip(sizes, shared.candidate_costs))
+    assert [cost for _, cost in by_size] == sorted(shared.candidate_costs)
+    assert len(set(shared.candidate_costs)) == len(sizes)
 
 
 def test_builds_are_cached_by_content(tmp_path: Path) -> None:

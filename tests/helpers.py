@@ -55,8 +55,8 @@ def make_hermetic(monkeypatch: pytest.MonkeyPatch, home: Path) -> Path:
         ):
             monkeypatch.delenv(name)
     # The same adaptive timing as a user's, with a smaller cap on its seconds: no test asserts
-    # a speedup that needs a narrow interval, and the suite has a budget (0.5 s took the
-    # suite to 885-1034 s on fresh clones, over its 15 minutes on a slow day).
+    # a speedup that needs a narrow interval, and the suite has a budget (with 0.5 s it took
+    # 885-1034 s on fresh clones; with 0.25 s, 915-964 s on a slower day of the same host).
     monkeypatch.setenv("MAXCODE_TIMING_BUDGET_S", "0.25")
     return home
 

@@ -153,7 +153,7 @@ class _Runner:
     def count_instructions(self, program: Path, tests: list[TestCase]) -> list[_Counted]:
         """Each test under callgrind, the tests shared among this process's CPUs (a count
         does not depend on what else runs, unlike a time; ``_shares``), in order."""
-        groups = _shares(tests, len(os.sched_getaffinity(0)))
+        groups = _shares(tests, len(usable_cpus()))
         if len(groups) <= 1:
             return self._count_group(program, tests)
         counted: dict[int, _Counted] = {}
@@ -238,10 +238,11 @@ def _shares(tests: list[TestCase], cpus: int) -> list[list[TestCase]]:
     counting every test made most of an instructions evaluation's seconds."""
     groups: list[list[TestCase]] = [[] for _ in range(max(1, min(cpus, len(tests))))]
     loads = [0] * len(groups)
-    for test in sorted(tests, key=lambda t: t.input_path.stat().st_size, reverse=True):
+    sized = sorted(((test.input_path.stat().st_size, test) for test in tests), key=lambda p: -p[0])
+    for size, test in sized:
         lightest = loads.index(min(loads))
         groups[lightest].append(test)
-        loads[lightest] += test.input_path.stat().st_size + 1
+        loads[lightest] += size + 1
     return [group for group in groups if group]
 
 
@@ -695,6 +696,15 @@ def timing_budget_s(reported: bool = False) -> float:
     if not budget > 0:
         raise TaskError(f"MAXCODE_TIMING_BUDGET_S must be positive, not {value!r}")
     return budget
+
+
+def usable_cpus() -> list[int]:
+    """The CPUs this process may use, in order (all of the machine's where the platform cannot
+    say)."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return list(range(os.cpu_count() or 1))
 
 
 def timing_cpu() -> int | None:

@@ -10,18 +10,11 @@ GPU, so with ``--workers N`` the next candidates build on the CPUs while one is 
 from __future__ import annotations
 
 import asyncio
-import os
 
 from maxcode.evaluate import Sandbox, evaluate_task, prebuild_task
+from maxcode.evaluate.cpp import usable_cpus
 from maxcode.executors.base import EvalJob, Executor, sandbox_for
 from maxcode.types import Feedback
-
-
-def _cpus() -> list[int]:
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return list(range(os.cpu_count() or 1))
 
 
 class LocalExecutor(Executor):
@@ -33,7 +26,7 @@ class LocalExecutor(Executor):
             raise ValueError("workers must be at least 1")
         self.workers = workers
         self.sandbox = sandbox
-        cpus = _cpus()
+        cpus = usable_cpus()
         # The last CPUs for timing, one per slot, leaving the first to this process when we can.
         spare = cpus[1:] if len(cpus) > workers else cpus
         self._free: list[int | None] = [spare[-(slot % len(spare)) - 1] for slot in range(workers)]

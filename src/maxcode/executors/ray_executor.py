@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from maxcode.errors import MaxcodeError
+from maxcode.evaluate.cpp import usable_cpus
 from maxcode.executors.base import EvalJob, Executor
 from maxcode.types import Feedback
 
@@ -27,10 +28,7 @@ RAY_INSTALL_HINT = "--executor ray needs Ray: pip install 'maxcode[ray]'"
 def claim_cpu() -> Iterator[int | None]:
     """Hold one CPU of this machine for timing, waiting for one to be free; None if only
     one CPU may be used (nothing to choose)."""
-    try:
-        cpus = sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = list(range(os.cpu_count() or 1))
+    cpus = usable_cpus()
     if len(cpus) < 2:
         yield None
         return

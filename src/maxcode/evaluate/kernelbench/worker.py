@@ -387,11 +387,9 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
             result["profile_seconds"] = _perf_counter() - started
         if spec["role"] == "reference":
             # The harness's own cost per call: the same loop around an identity model, which
-            # reads nothing of its inputs and caches nothing, so one set serves every call
-            # (inputs of 100 MB took seconds to make per evaluation, for calls of microseconds).
-            # One set of inputs serves the identity's warm-up, its timed calls and the
-            # roofline below: made per call, the 32 MB input of the bundled 2_SumReduction
-            # cost 0.3 s of every evaluation here (80 ms a set, five sets).
+            # reads nothing of its inputs and caches nothing, so one set serves its warm-up,
+            # every call and the roofline below (inputs of 100 MB took seconds to make per
+            # evaluation, for calls of microseconds; 2_SumReduction's five sets of 32 MB, 0.3 s).
             identity = lambda *xs: xs[0]  # noqa: E731
             baseline_inputs = make_inputs(spec["warmup_seeds"][0])
             timing.warm_up(identity, baseline_inputs)

@@ -37,7 +37,7 @@ if [ -f "$KB/published.json" ]; then
     > "$OUT/compare.txt"; tail -12 "$OUT/compare.txt"
 fi
 echo "== GPU tests (no builds) $(date +%T)"
-MAXCODE_TEST_GPU=1 timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu -s \
+MAXCODE_TEST_GPU=1 timeout 200 python3 -m pytest -q -p no:cacheprovider -n 0 -m gpu -s \
   tests/evaluate/test_kernelbench_triton.py tests/evaluate/test_kernelbench_examples.py \
   -k "triton or side_stream or speed_of_light" 2>&1 | tail -15
 echo "== builds $(date +%T)"

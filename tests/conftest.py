@@ -8,13 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import make_hermetic
+from tests.helpers import SCRATCH_ROOTS, make_hermetic
 
 OPT_IN_MARKERS = {
     "gpu": "needs a CUDA GPU; run with MAXCODE_TEST_GPU=1",
     "slow": "slow; run with MAXCODE_TEST_SLOW=1",
     "api": "calls a real LLM provider; run with MAXCODE_TEST_API=1",
 }
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Remove the tests' temporary folders (``make_hermetic``); each worker its own."""
+    for folder in SCRATCH_ROOTS:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

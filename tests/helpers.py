@@ -7,10 +7,13 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from maxcode.evaluate.sandbox import scratch_base
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples" / "cpp"
@@ -55,10 +58,29 @@ def make_hermetic(monkeypatch: pytest.MonkeyPatch, home: Path) -> Path:
         ):
             monkeypatch.delenv(name)
     # The same adaptive timing as a user's, with a smaller cap on its seconds: no test asserts
-    # a speedup that needs a narrow interval, and the suite has a budget (with 0.5 s it took
-    # 885-1034 s on fresh clones; with 0.25 s, 915-964 s on a slower day of the same host).
+    # a speedup that needs a narrow interval, and the suite has a budget (in one process, with
+    # 0.5 s it took 885-1034 s on fresh clones; with 0.25 s, 915-964 s on a slower day).
     monkeypatch.setenv("MAXCODE_TIMING_BUDGET_S", "0.25")
+    # A temporary folder of the test's own, for it and every process it starts: the scratch
+    # folders of its runs are made in it, so their command lines name it, and a test asks
+    # whether *its* processes are gone (``processes_of_this_test``) while the suite's other
+    # worker runs evaluations of its own. Others may enter it, as the sandbox's uid must.
+    # Always in the same place, never inside another test's (a module's fixture and its
+    # tests): the paths a run starts from have one length, and an instruction count includes
+    # the loader's reading of the program's path.
+    scratch = Path(tempfile.mkdtemp(prefix="maxcode-test-", dir=_SCRATCH_BASE))
+    scratch.chmod(0o755)
+    SCRATCH_ROOTS.append(scratch)
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     return home
+
+
+_SCRATCH_BASE = scratch_base()
+"""Where the tests' temporary folders go: where the sandbox's would without them."""
+
+SCRATCH_ROOTS: list[Path] = []
+"""The tests' temporary folders this process made (removed when its session ends)."""
 
 
 def processes_with(fragment: str) -> list[str]:
@@ -76,6 +98,23 @@ def processes_with(fragment: str) -> list[str]:
             continue
         if fragment.encode() in cmdline and state != "Z":
             found.append(entry)
+    return found
+
+
+def processes_of_this_test(fragment: str) -> list[str]:
+    """``processes_with(fragment)`` among the processes that name this test's temporary
+    folder on their command line (what ``make_hermetic`` made; every run's scratch folder is
+    in it), not those of a test running beside it."""
+    ours = os.environ["TMPDIR"].encode()
+    found = []
+    for pid in processes_with(fragment):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                cmdline = handle.read()
+        except OSError:
+            continue
+        if ours in cmdline:
+            found.append(pid)
     return found
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from maxcode.evaluate import Sandbox, build_cpp, evaluate_cpp
 from maxcode.tasks import load_task
-from tests.helpers import ECHO_SUM, eval_json, processes_with, run_maxcode, write_task
+from tests.helpers import ECHO_SUM, eval_json, processes_of_this_test, run_maxcode, write_task
 
 KEYS = {
     "compiled", "correct", "speedup", "metric", "reference_cost", "candidate_cost",
@@ -81,7 +81,7 @@ def test_endless_loop_times_out_within_the_limit(tmp_path: Path) -> None:
     assert result["correct"] is False
     assert result["error"]["kind"] == "timeout"
     assert "no answer within 1 s" in result["error"]["message"]
-    assert processes_with("maxcode-bin-") == []
+    assert processes_of_this_test("maxcode-bin-") == []
 
 
 FORKER = r"""
@@ -110,7 +110,7 @@ def test_children_that_outlive_the_candidate_are_killed_and_reported(tmp_path: P
     result = eval_json(str(task), str(forker), "--repeats", "1")
     assert time.monotonic() - started < 60
     assert any("left processes running" in flag for flag in result["flags"]), result["flags"]
-    assert processes_with("maxcode-bin-") == []
+    assert processes_of_this_test("maxcode-bin-") == []
 
 
 WRITER = r"""

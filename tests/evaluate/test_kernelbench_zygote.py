@@ -14,7 +14,7 @@ import pytest
 
 from maxcode.evaluate.kernelbench import zygote
 from tests.evaluate.test_kernelbench_eval import CHEATS, judge, model_new
-from tests.helpers import REPO, processes_with, write_problem
+from tests.helpers import REPO, processes_of_this_test, processes_with, write_problem
 
 pytest.importorskip("torch")
 
@@ -85,7 +85,7 @@ def test_a_candidate_that_turns_on_its_zygote_fails_its_round(
     )
     feedback = judge(turns, problem, repeats=2, rounds=2, timeout_s=6)
     assert not feedback.correct and feedback.error is not None, feedback.flags
-    assert processes_with("--zygote") == []
+    assert processes_of_this_test("--zygote") == []
 
 
 def test_a_forked_round_that_never_returns_is_killed_at_its_limit(tmp_path: Path) -> None:
@@ -95,7 +95,7 @@ def test_a_forked_round_that_never_returns_is_killed_at_its_limit(tmp_path: Path
     feedback = judge(spins, problem, repeats=2, rounds=2, timeout_s=6)
     assert not feedback.correct and feedback.error is not None
     assert feedback.error.kind == "timeout"
-    assert processes_with("--zygote") == []
+    assert processes_of_this_test("--zygote") == []
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ import pytest
 from maxcode.executors import EvalJob, LocalExecutor
 from maxcode.tasks import load_task
 from maxcode.types import Feedback
-from tests.helpers import ECHO_SUM, write_task
+from tests.helpers import ECHO_SUM, make_hermetic, write_task
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'maxcode[ray]')")
 
@@ -29,8 +29,15 @@ SLOW = ECHO_SUM.replace("#include <cstdio>", "#include <cstdio>\n#include <unist
 
 
 @pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[None]:
-    """A local Ray instance; its files (and its token) go to a temporary folder."""
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A local Ray instance; its files (and its token) go to a temporary folder. Its workers
+    keep the environment they start with: a hermetic one of their own (``make_hermetic``)."""
+    with pytest.MonkeyPatch.context() as patch:
+        make_hermetic(patch, tmp_path_factory.mktemp("maxcode-home"))
+        yield from _ray_instance()
+
+
+def _ray_instance() -> Iterator[None]:
     home = tempfile.mkdtemp(prefix="ray-home-")
     saved = {name: os.environ.get(name) for name in ("HOME", "RAY_AUTH_MODE")}
     os.environ["HOME"] = home

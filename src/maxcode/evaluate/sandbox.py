@@ -149,15 +149,15 @@ _uids = _UidPool()
 
 
 def make_scratch(prefix: str = "maxcode-run-") -> Path:
-    """A fresh scratch folder that a sandboxed run's own uid can reach.
+    """A fresh scratch folder that a sandboxed run's own uid can reach, in ``scratch_base()``."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=scratch_base()))
 
-    The system temporary folder, unless some folder on its path is closed to other users
-    (a private ``TMPDIR``); then ``/tmp``.
-    """
+
+def scratch_base() -> Path:
+    """Where scratch folders are made: the system temporary folder, unless some folder on its
+    path is closed to other users (a private ``TMPDIR``); then ``/tmp``."""
     base = Path(tempfile.gettempdir()).resolve()
-    if not _world_traversable(base):
-        base = Path("/tmp")
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+    return base if _world_traversable(base) else Path("/tmp")
 
 
 def _world_traversable(folder: Path) -> bool:

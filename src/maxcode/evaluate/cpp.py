@@ -44,6 +44,7 @@ from maxcode.evaluate.integrity import Verdict, isolation_flags
 from maxcode.evaluate.profile import cpp_profile, parse_callgrind
 from maxcode.evaluate.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
 from maxcode.evaluate.stats import SpeedupInterval, exact, paired_speedup
+from maxcode.evaluate.turns import cpu_turn
 from maxcode.tasks.model import Task, TestCase
 from maxcode.types import (
     CppProfile,
@@ -312,7 +313,8 @@ def evaluate_cpp(
             return _wrong(runner, outcomes, passed, candidate_build)
         if metric == "wall":
             wanted = repeats or task.repeats
-            verdict = _measure_wall(runner, programs, outcomes, wanted, reported)
+            with cpu_turn(pin):
+                verdict = _measure_wall(runner, programs, outcomes, wanted, reported)
         else:
             verdict = _measure_instructions(runner, programs, outcomes, reference_build.key)
         if profile and verdict.correct:

@@ -48,6 +48,7 @@ from maxcode.evaluate.cpp import CPU_SLACK, CPU_SLACK_S, VALGRIND_ARGS, _count, 
 from maxcode.evaluate.integrity import Verdict, isolation_flags
 from maxcode.evaluate.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
 from maxcode.evaluate.stats import paired_speedup
+from maxcode.evaluate.turns import cpu_turn
 from maxcode.tasks.model import Task
 from maxcode.tasks.project import (
     SKIPPED,
@@ -273,7 +274,7 @@ def evaluate_project(
             failure = _checks(project, sides)
         if failure is not None:
             return _finish(project, failure, started)
-        with project.timed("bench"):
+        with project.timed("bench"), cpu_turn(pin if chosen != "instructions" else None):
             measured = _bench(project, sides, chosen, repeats or task.repeats)
         if measured.correct and profile:
             with project.timed("profile"):

@@ -39,6 +39,7 @@ seconds went (``PHASES``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.resources
 import importlib.util
@@ -74,6 +75,7 @@ from maxcode.evaluate.kernelbench.schedule import CANDIDATE, REFERENCE, Schedule
 from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
 from maxcode.evaluate.kernelbench.zygote import Zygotes
 from maxcode.evaluate.sandbox import Sandbox, hidden_from_others
+from maxcode.evaluate.turns import cpu_turn
 from maxcode.tasks.kernelbench import rescaled
 from maxcode.tasks.model import Task
 from maxcode.tasks.scaling import Scaling
@@ -296,6 +298,7 @@ def _one_round(
         with (
             sole_user(cache),
             device_turn(settings.device),
+            contextlib.ExitStack() as turn,
             ThreadPoolExecutor(2, thread_name_prefix="maxcode-kb") as pool,
         ):
             if settings.device == "cuda":
@@ -329,6 +332,9 @@ def _one_round(
                 if torch is None:  # imported while the workers start up, before any timing
                     import torch
                 schedule.kept.compare_with(Comparison(torch, settings.tolerance))
+                # The timing CPU alone for the window (its turn held until both runs end; the
+                # workers wait for their first chunks meanwhile, blocked, as for each other's).
+                turn.enter_context(cpu_turn(cpu if settings.device == "cpu" else None))
             finally:
                 schedule.open()
             reference, judged = running_reference.result(), running_candidate.result()

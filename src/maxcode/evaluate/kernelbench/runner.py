@@ -23,13 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from maxcode.config import cache_dir
-from maxcode.errors import MaxcodeError, TaskError
+from maxcode.errors import TaskError
 from maxcode.evaluate.kernelbench import channel
 from maxcode.evaluate.kernelbench.channel import Conversation
 from maxcode.evaluate.kernelbench.evidence import WorkerReport, read_report
 from maxcode.evaluate.kernelbench.schedule import TimedPlan
 from maxcode.evaluate.kernelbench.settings import CHECK_SEEDS, WARMUP_SEEDS, KernelBenchSettings
 from maxcode.evaluate.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
+from maxcode.evaluate.turns import exclusive
 from maxcode.tasks.kernelbench import reference_failure
 from maxcode.tasks.model import Task
 
@@ -368,27 +369,15 @@ def device_turn(device: str) -> Iterator[None]:
     threads (``LocalExecutor``) and separate processes alike; Ray also gives each GPU
     evaluation a whole GPU (``num_gpus``). Which GPU is read from ``CUDA_VISIBLE_DEVICES`` as
     written: two processes naming one GPU differently (an index and a UUID) are not kept
-    apart. On a CPU, nothing."""
+    apart. On a CPU, nothing here: the timed window takes its CPU's turn (``turns.cpu_turn``)."""
     if device != "cuda":
         yield
         return
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
     folder = Path(tempfile.gettempdir()) / "maxcode-gpu-locks"
     path = folder / f"gpu-{re.sub(r'[^A-Za-z0-9_.-]', '_', visible)}.lock"
-    try:
-        if not folder.is_dir():
-            folder.mkdir(exist_ok=True)
-            folder.chmod(0o1777)  # every user's evaluations share the turn (sticky, as /tmp)
-        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    except OSError as error:
-        raise MaxcodeError(f"cannot take the GPU's turn: {path}: {error.strerror}") from None
-    try:
-        with contextlib.suppress(OSError):
-            os.fchmod(descriptor, 0o666)
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
+    with exclusive(path, "the GPU's turn"):
         yield
-    finally:
-        os.close(descriptor)  # closing lets the lock go
 
 
 def _gpu_devices() -> list[str]:

@@ -1,0 +1,59 @@
+"""Turns: the CPU a timed window runs on, one evaluation at a time, whichever process asks.
+
+Two evaluations timing on one CPU at once share it call by call, and each sees the other's
+slices in its host time: in the suite on two workers beside a spinning core (2026-11-29), an
+honest KernelBench candidate 22 times faster than its reference, whose evaluation shared the
+last CPU with the other worker's, was voided in two rounds of fresh workers ("hidden: work
+outside the timed calls", 0.69 ms per call between its 0.04 ms calls). An evaluation takes
+its timing CPU's turn around its timed window alone (its start-up, builds and checks run
+beside others), as a GPU evaluation takes the GPU's for a whole round (runner
+``device_turn``). A search's own workers (``LocalExecutor``) time on different CPUs and never
+wait for each other; two searches on one machine take turns on the CPU they share.
+
+The locks live in one folder for the whole machine, not in the temporary folder: processes
+with different ``TMPDIR`` (each test of the suite has its own) time on the same CPUs."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from maxcode.errors import MaxcodeError
+
+TURNS = Path("/tmp/maxcode-turns")
+"""Where the CPUs' lock files are (every user's evaluations share the turns)."""
+
+
+@contextlib.contextmanager
+def exclusive(path: Path, what: str) -> Iterator[None]:
+    """An exclusive lock on ``path`` (made in a folder every user may write, sticky as
+    ``/tmp``) for the block; ``what`` names it in the error when it cannot be taken. Waits
+    for the holder, which lets go when its block ends or its process does."""
+    folder = path.parent
+    try:
+        if not folder.is_dir():
+            folder.mkdir(exist_ok=True)
+            folder.chmod(0o1777)
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as error:
+        raise MaxcodeError(f"cannot take {what}: {path}: {error.strerror}") from None
+    try:
+        with contextlib.suppress(OSError):
+            os.fchmod(descriptor, 0o666)
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # closing lets the lock go
+
+
+@contextlib.contextmanager
+def cpu_turn(cpu: int | None) -> Iterator[None]:
+    """CPU ``cpu`` alone for a timed window (None: the window is not pinned, nothing)."""
+    if cpu is None:
+        yield
+        return
+    with exclusive(TURNS / f"cpu-{cpu}.lock", f"CPU {cpu}'s turn"):
+        yield

@@ -83,8 +83,8 @@ SCRATCH_ROOTS: list[Path] = []
 """The tests' temporary folders this process made (removed when its session ends)."""
 
 
-def processes_with(fragment: str) -> list[str]:
-    """Pids of live (not zombie) processes whose command line contains ``fragment``."""
+def processes_with(*fragments: str) -> list[str]:
+    """Pids of live (not zombie) processes whose command line contains every fragment."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -96,7 +96,7 @@ def processes_with(fragment: str) -> list[str]:
                 state = handle.read().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if fragment.encode() in cmdline and state != "Z":
+        if all(part.encode() in cmdline for part in fragments) and state != "Z":
             found.append(entry)
     return found
 
@@ -105,17 +105,7 @@ def processes_of_this_test(fragment: str) -> list[str]:
     """``processes_with(fragment)`` among the processes that name this test's temporary
     folder on their command line (what ``make_hermetic`` made; every run's scratch folder is
     in it), not those of a test running beside it."""
-    ours = os.environ["TMPDIR"].encode()
-    found = []
-    for pid in processes_with(fragment):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                cmdline = handle.read()
-        except OSError:
-            continue
-        if ours in cmdline:
-            found.append(pid)
-    return found
+    return processes_with(fragment, os.environ["TMPDIR"])
 
 
 def run_maxcode(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:

@@ -123,7 +123,8 @@ def test_a_cpp_timed_window_waits_for_its_cpus_turn(
     feedback = _waits_for_the_turn(
         folder, cpu, holder(cpu), lambda: evaluate_cpp(task, ECHO_SUM, metric="wall", repeats=3)
     )
-    assert feedback.correct and feedback.speedup > 0
+    assert feedback.correct and feedback.error is None
+    assert feedback.tests_passed == feedback.tests_total == len(task.tests)
 
 
 @needs_two_cpus

@@ -6,18 +6,21 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 from pathlib import Path
 
 import pytest
 
 from maxcode.errors import MaxcodeError
+from maxcode.evaluate import turns
 from maxcode.evaluate.kernelbench.runner import device_turn
 
 HOLDER = """
 import sys
+from pathlib import Path
+from maxcode.evaluate import turns
 from maxcode.evaluate.kernelbench.runner import device_turn
+turns.TURNS = Path(sys.argv[1])
 with device_turn("cuda"):
     print("held", flush=True)
     sys.stdin.read()
@@ -38,14 +41,17 @@ def _entered(device: str) -> threading.Event:
 def test_a_gpu_held_by_another_process_is_waited_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    folder = tmp_path / "turns"
+    monkeypatch.setattr(turns, "TURNS", folder)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    other = tmp_path / "another-tmpdir"  # the other process's temporary folder is its own
+    other.mkdir()
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER],
+        [sys.executable, "-c", HOLDER, str(folder)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, "TMPDIR": str(tmp_path)},
+        env={**os.environ, "TMPDIR": str(other)},
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
@@ -58,7 +64,7 @@ def test_a_gpu_held_by_another_process_is_waited_for(
     finally:
         holder.kill()
         holder.wait()
-    assert (tmp_path / "maxcode-gpu-locks" / "gpu-0.lock").exists()
+    assert (folder / "gpu-0.lock").exists()
 
 
 def test_a_turn_that_cannot_be_taken_is_a_clear_error(
@@ -66,7 +72,7 @@ def test_a_turn_that_cannot_be_taken_is_a_clear_error(
 ) -> None:
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("")
-    monkeypatch.setattr(tempfile, "tempdir", str(blocked))
+    monkeypatch.setattr(turns, "TURNS", blocked / "turns")
     with (
         pytest.raises(MaxcodeError, match=r"cannot take the GPU's turn: .*gpu-0\.lock"),
         device_turn("cuda"),

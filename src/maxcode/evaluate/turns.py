@@ -10,21 +10,23 @@ beside others), as a GPU evaluation takes the GPU's for a whole round (runner
 ``device_turn``). A search's own workers (``LocalExecutor``) time on different CPUs and never
 wait for each other; two searches on one machine take turns on the CPU they share.
 
-The locks live in one folder for the whole machine, not in the temporary folder: processes
-with different ``TMPDIR`` (each test of the suite has its own) time on the same CPUs."""
+The locks, a CPU's and a GPU's, live in one folder for the whole machine, not in the
+temporary folder: processes with different ``TMPDIR`` (each test of the suite has its own)
+time on the same CPUs and GPUs."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 from maxcode.errors import MaxcodeError
 
 TURNS = Path("/tmp/maxcode-turns")
-"""Where the CPUs' lock files are (every user's evaluations share the turns)."""
+"""Where the CPUs' and GPUs' lock files are (every user's evaluations share the turns)."""
 
 
 @contextlib.contextmanager
@@ -56,4 +58,12 @@ def cpu_turn(cpu: int | None) -> Iterator[None]:
         yield
         return
     with exclusive(TURNS / f"cpu-{cpu}.lock", f"CPU {cpu}'s turn"):
+        yield
+
+
+@contextlib.contextmanager
+def gpu_turn(gpu: str) -> Iterator[None]:
+    """GPU ``gpu`` (as ``CUDA_VISIBLE_DEVICES`` names it) alone for a round."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", gpu)
+    with exclusive(TURNS / f"gpu-{name}.lock", "the GPU's turn"):
         yield

@@ -16,7 +16,6 @@ import secrets
 import shutil
 import signal
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,7 @@ from maxcode.evaluate.kernelbench.evidence import WorkerReport, read_report
 from maxcode.evaluate.kernelbench.schedule import TimedPlan
 from maxcode.evaluate.kernelbench.settings import CHECK_SEEDS, WARMUP_SEEDS, KernelBenchSettings
 from maxcode.evaluate.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
-from maxcode.evaluate.turns import exclusive
+from maxcode.evaluate.turns import gpu_turn
 from maxcode.tasks.kernelbench import reference_failure
 from maxcode.tasks.model import Task
 
@@ -360,23 +359,22 @@ def sole_user(cache: Path) -> Iterator[None]:
 
 @contextlib.contextmanager
 def device_turn(device: str) -> Iterator[None]:
-    """On a GPU, the device alone for one round, whichever process asks: an exclusive lock on
-    a file per visible GPU, held from before the two workers start until both are gone (their
-    warm-ups, checks and timed calls all run kernels). Two evaluations timing on one GPU at
-    once saw each other's kernels in their host time: four ``maxcode eval`` side by side on an
-    H100 took 100 s each and voided an identical full-size ``level1/1`` ("in-process timings
-    disagree with host time", 2.97 ms claimed, 6.21 seen). The one mechanism for a search's
-    threads (``LocalExecutor``) and separate processes alike; Ray also gives each GPU
+    """On a GPU, the device alone for one round, whichever process asks: an exclusive lock on a
+    file per visible GPU (``turns.gpu_turn``, beside the CPUs' in one folder for the machine,
+    whatever each process's ``TMPDIR``), held from before the two workers start until both are
+    gone (their warm-ups, checks and timed calls all run kernels). Two evaluations timing on one
+    GPU at once saw each other's kernels in their host time: four ``maxcode eval`` side by side
+    on an H100 took 100 s each and voided an identical full-size ``level1/1`` ("in-process
+    timings disagree with host time", 2.97 ms claimed, 6.21 seen). The one mechanism for a
+    search's threads (``LocalExecutor``) and separate processes alike; Ray also gives each GPU
     evaluation a whole GPU (``num_gpus``). Which GPU is read from ``CUDA_VISIBLE_DEVICES`` as
-    written: two processes naming one GPU differently (an index and a UUID) are not kept
-    apart. On a CPU, nothing here: the timed window takes its CPU's turn (``turns.cpu_turn``)."""
+    written: two processes naming one GPU differently (an index and a UUID) are not kept apart.
+    On a CPU, nothing here: the timed window takes its CPU's turn (``turns.cpu_turn``)."""
     if device != "cuda":
         yield
         return
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
-    folder = Path(tempfile.gettempdir()) / "maxcode-gpu-locks"
-    path = folder / f"gpu-{re.sub(r'[^A-Za-z0-9_.-]', '_', visible)}.lock"
-    with exclusive(path, "the GPU's turn"):
+    with gpu_turn(visible):
         yield
 
 

@@ -1,7 +1,9 @@
 """A timed window takes its CPU's turn (``evaluate/turns.py``): an evaluation in another
 process holding the timing CPU is waited for before any timed call, whatever the kind of task,
-and a turn on another CPU is not. Real lock files held by a real second process; the waiting
-is read from the kernel's table of locks (``/proc/locks``), not from a clock."""
+and a turn on another CPU is not; a GPU round takes the GPU's turn (runner ``device_turn``), a
+CPU round none. Real lock files held by a real second process with a ``TMPDIR`` of its own;
+the waiting is read from the kernel's table of locks (``/proc/locks``), not from a clock. No
+GPU is needed: a turn is a lock file."""
 
 from __future__ import annotations
 
@@ -15,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from maxcode.errors import MaxcodeError
 from maxcode.evaluate import turns
 from maxcode.evaluate.cpp import evaluate_cpp, timing_cpu
+from maxcode.evaluate.kernelbench.runner import device_turn
 from maxcode.tasks import load_task
 from maxcode.types import Feedback
 from tests.helpers import ECHO_SUM, write_problem, write_task
@@ -25,8 +29,9 @@ HOLDER = """
 import sys
 from pathlib import Path
 from maxcode.evaluate import turns
+from maxcode.evaluate.kernelbench.runner import device_turn
 turns.TURNS = Path(sys.argv[1])
-with turns.cpu_turn(int(sys.argv[2])):
+with device_turn("cuda") if sys.argv[2] == "gpu" else turns.cpu_turn(int(sys.argv[2])):
     print("held", flush=True)
     sys.stdin.read()
 """
@@ -44,16 +49,23 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def holder(folder: Path) -> Iterator[Callable[[int], subprocess.Popen[str]]]:
-    """Start a process that holds a CPU's turn until its stdin closes."""
+def holder(
+    tmp_path: Path, folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[[int | str], subprocess.Popen[str]]]:
+    """Start a process that holds a CPU's turn (or the GPU's: ``"gpu"``) until its stdin
+    closes; its temporary folder is not this test's (the turns are the machine's)."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    other = tmp_path / "holder-tmpdir"
+    other.mkdir()
     started: list[subprocess.Popen[str]] = []
 
-    def hold(cpu: int) -> subprocess.Popen[str]:
+    def hold(which: int | str) -> subprocess.Popen[str]:
         process = subprocess.Popen(
-            [sys.executable, "-c", HOLDER, str(folder), str(cpu)],
+            [sys.executable, "-c", HOLDER, str(folder), str(which)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
+            env={**os.environ, "TMPDIR": str(other)},
         )
         started.append(process)
         assert process.stdout is not None and process.stdout.readline() == "held\n"
@@ -94,7 +106,7 @@ def _waits_for_the_turn(
 
 
 def test_another_cpus_turn_is_not_waited_for(
-    folder: Path, holder: Callable[[int], subprocess.Popen[str]]
+    folder: Path, holder: Callable[[int | str], subprocess.Popen[str]]
 ) -> None:
     holder(0)
     entered = threading.Event()
@@ -115,7 +127,7 @@ def test_another_cpus_turn_is_not_waited_for(
 
 @needs_two_cpus
 def test_a_cpp_timed_window_waits_for_its_cpus_turn(
-    tmp_path: Path, folder: Path, holder: Callable[[int], subprocess.Popen[str]]
+    tmp_path: Path, folder: Path, holder: Callable[[int | str], subprocess.Popen[str]]
 ) -> None:
     cpu = timing_cpu()
     assert cpu is not None
@@ -129,7 +141,7 @@ def test_a_cpp_timed_window_waits_for_its_cpus_turn(
 
 @needs_two_cpus
 def test_a_kernelbench_timed_window_waits_for_its_cpus_turn(
-    tmp_path: Path, folder: Path, holder: Callable[[int], subprocess.Popen[str]]
+    tmp_path: Path, folder: Path, holder: Callable[[int | str], subprocess.Popen[str]]
 ) -> None:
     pytest.importorskip("torch")
     from tests.evaluate.test_kernelbench_eval import judge, model_new
@@ -143,3 +155,39 @@ def test_a_kernelbench_timed_window_waits_for_its_cpus_turn(
     assert feedback.correct, feedback.error
     # The window opened once the turn was taken: the timed chunks are all there.
     assert feedback.timings["candidate"].trials > 0
+
+
+def test_a_gpu_held_by_another_process_is_waited_for(
+    folder: Path, holder: Callable[[int | str], subprocess.Popen[str]]
+) -> None:
+    process = holder("gpu")
+    entered = {device: threading.Event() for device in ("cpu", "cuda")}
+
+    def enter(device: str) -> None:
+        with device_turn(device):
+            entered[device].set()
+
+    threading.Thread(target=enter, args=("cpu",), daemon=True).start()
+    assert entered["cpu"].wait(30)  # a CPU round takes no GPU's turn
+    threading.Thread(target=enter, args=("cuda",), daemon=True).start()
+    deadline = time.monotonic() + 30
+    while _waiters(folder / "gpu-0.lock") == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _waiters(folder / "gpu-0.lock") == 1 and not entered["cuda"].is_set()
+    assert process.stdin is not None
+    process.stdin.close()  # the other process lets go
+    assert entered["cuda"].wait(30)
+
+
+def test_a_turn_that_cannot_be_taken_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    monkeypatch.setattr(turns, "TURNS", blocked / "turns")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with (
+        pytest.raises(MaxcodeError, match=r"cannot take the GPU's turn: .*gpu-0\.lock"),
+        device_turn("cuda"),
+    ):
+        pass

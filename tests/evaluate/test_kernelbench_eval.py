@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -267,6 +269,41 @@ def test_a_harness_clock_slowed_by_less_than_half_is_charged_what_it_left_out() 
     assert charged and "between the calls" in charged[0], feedback.flags
     assert feedback.speedup_interval is not None
     assert feedback.speedup_interval[0] < 1.5, (feedback.speedup_interval, feedback.timings)
+
+
+def test_a_program_hogging_the_timing_cpu_voids_no_honest_rewrite(tmp_path: Path) -> None:
+    """Another program spinning on the timing CPU preempts the reference's long calls (a
+    row-by-row forward, about 1 ms a call) inside its chunks: their wall-time claims then
+    exceed the worker's CPU time, and by the CPU clock the reference's time between the calls
+    went below zero in every chunk. An honest rewrite 19 times faster, whose short chunks
+    mostly run whole, was void by that comparison in 4 of 4 evaluations ("hidden: ... surely
+    0.55 ms more between the calls"). The reference's time between its calls is bounded by
+    its host time there, which the hog cannot push down."""
+    cpu = timing_cpu()
+    if cpu is None:
+        pytest.skip("one CPU here: nothing to pin to")
+    problem = tmp_path / "row_by_row.py"
+    problem.write_text(
+        PROBLEM.read_text().replace(
+            "return torch.tanh(x @ self.weight) * 2.0",
+            "return torch.stack([torch.tanh(row @ self.weight) * 2.0 for row in x])",
+        )
+    )
+    assert "for row in x" in problem.read_text()
+    spin = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True:\n    pass\n"
+    hog = subprocess.Popen([sys.executable, "-c", spin])
+    try:
+        # Timed adaptively, as a search times: the reference's chunks (about 17 ms) outlast
+        # the hog's time slices (fixed calls come in chunks too short to show it).
+        feedback = judge(CHEATS / "honest.py", problem, repeats=None)
+        assert hog.poll() is None  # it spun through the whole evaluation
+    finally:
+        hog.kill()
+        hog.wait()
+    assert feedback.correct, feedback.error
+    assert feedback.suspect is None, feedback.flags
+    assert not any(flag.startswith("hidden:") for flag in feedback.flags), feedback.flags
+    assert feedback.speedup > 1.0
 
 
 @pytest.mark.parametrize(

@@ -78,7 +78,8 @@ def test_optimize_a_kernelbench_problem_with_an_llm(server: FakeLLMServer, tmp_p
     assert result["status"] == "done"
     assert result["evaluations"] == 2  # the zeros cheat and the honest program, each once
     assert result["best_speedup"] > 1.5
-    assert best.read_text() == HONEST
+    # The verdicts say why when the honest rewrite was not the result.
+    assert best.read_text() == HONEST, result["verification"]
     # Judged again with fresh seeds and inputs before it was reported.
     assert result["verified_node"] == result["best_node"]
     assert result["verified_speedup"] > 1.5

@@ -140,6 +140,19 @@ def run_optimize(*args: str, env: dict[str, str] | None = None) -> subprocess.Co
     )
 
 
+ROW_BY_ROW = (
+    (REPO / "tests" / "fixtures" / "kernelbench" / "cheats" / "problem.py")
+    .read_text()
+    .replace(
+        "return torch.tanh(x @ self.weight) * 2.0",
+        "return torch.stack([torch.tanh(row @ self.weight) * 2.0 for row in x])",
+    )
+)
+"""The KernelBench cheats' problem with a row-by-row forward: the honest rewrite (``honest.py``,
+one matrix product) is many times faster, whatever the noise of the machine."""
+assert "for row in x" in ROW_BY_ROW
+
+
 def write_problem(folder: Path, forward: str, inputs: str = "[torch.randn(32, 64)]") -> Path:
     """A KernelBench problem of one input whose ``Model.forward(x)`` is ``forward``."""
     path = folder / "problem.py"

@@ -23,7 +23,7 @@ from maxcode.evaluate.kernelbench.rounds import REPORTED_ROUNDS
 from maxcode.evaluate.kernelbench.schedule import Schedule
 from maxcode.tasks import load_task
 from maxcode.types import Feedback
-from tests.helpers import REPO, make_hermetic, run_maxcode, write_problem
+from tests.helpers import REPO, ROW_BY_ROW, make_hermetic, run_maxcode, write_problem
 
 pytest.importorskip("torch")
 
@@ -283,13 +283,7 @@ def test_a_program_hogging_the_timing_cpu_voids_no_honest_rewrite(tmp_path: Path
     if cpu is None:
         pytest.skip("one CPU here: nothing to pin to")
     problem = tmp_path / "row_by_row.py"
-    problem.write_text(
-        PROBLEM.read_text().replace(
-            "return torch.tanh(x @ self.weight) * 2.0",
-            "return torch.stack([torch.tanh(row @ self.weight) * 2.0 for row in x])",
-        )
-    )
-    assert "for row in x" in problem.read_text()
+    problem.write_text(ROW_BY_ROW)
     spin = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True:\n    pass\n"
     hog = subprocess.Popen([sys.executable, "-c", spin])
     try:

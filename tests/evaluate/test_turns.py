@@ -84,6 +84,15 @@ def _waiters(path: Path) -> int:
         return sum(1 for line in table if "->" in line and line.split()[-3].endswith(f":{inode}"))
 
 
+def _await_waiter(lock: Path, seconds: float, running: Callable[[], bool] = lambda: True) -> int:
+    """The processes blocked on ``lock`` once one is (or ``seconds`` passed, or ``running``
+    says the one expected to block is gone)."""
+    deadline = time.monotonic() + seconds
+    while _waiters(lock) == 0 and running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _waiters(lock)
+
+
 def _waits_for_the_turn(
     folder: Path, cpu: int, holder: subprocess.Popen[str], evaluate: Callable[[], Feedback]
 ) -> Feedback:
@@ -93,10 +102,7 @@ def _waits_for_the_turn(
     thread = threading.Thread(target=lambda: done.append(evaluate()), daemon=True)
     thread.start()
     lock = folder / f"cpu-{cpu}.lock"
-    deadline = time.monotonic() + 240
-    while _waiters(lock) == 0 and thread.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _waiters(lock) == 1, "the evaluation never waited for the CPU's turn"
+    assert _await_waiter(lock, 240, thread.is_alive) == 1, "the evaluation never waited"
     assert not done
     assert holder.stdin is not None
     holder.stdin.close()  # the other evaluation's window ends
@@ -119,10 +125,7 @@ def test_another_cpus_turn_is_not_waited_for(
     assert entered.wait(30)
     entered.clear()
     threading.Thread(target=enter, args=(0,), daemon=True).start()
-    deadline = time.monotonic() + 30
-    while _waiters(folder / "cpu-0.lock") == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _waiters(folder / "cpu-0.lock") == 1 and not entered.is_set()
+    assert _await_waiter(folder / "cpu-0.lock", 30) == 1 and not entered.is_set()
 
 
 @needs_two_cpus
@@ -170,10 +173,7 @@ def test_a_gpu_held_by_another_process_is_waited_for(
     threading.Thread(target=enter, args=("cpu",), daemon=True).start()
     assert entered["cpu"].wait(30)  # a CPU round takes no GPU's turn
     threading.Thread(target=enter, args=("cuda",), daemon=True).start()
-    deadline = time.monotonic() + 30
-    while _waiters(folder / "gpu-0.lock") == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _waiters(folder / "gpu-0.lock") == 1 and not entered["cuda"].is_set()
+    assert _await_waiter(folder / "gpu-0.lock", 30) == 1 and not entered["cuda"].is_set()
     assert process.stdin is not None
     process.stdin.close()  # the other process lets go
     assert entered["cuda"].wait(30)

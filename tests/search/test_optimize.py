@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from maxcode.search.results import reward
+from maxcode.store import RunStore
 from tests.helpers import EXAMPLES, FIXTURES, run_maxcode, run_optimize
 from tests.llm.fake_llm_server import FakeLLMServer, Step
 
@@ -122,14 +124,13 @@ def test_rules_proposer_runs_offline_and_reports_a_measured_speedup(tmp_path: Pa
     # its speedup was measured. How much faster is the benchmarks' to say: the reward is the
     # low end of a few noisy rounds' interval (1.44 for an estimate of 2.77, in a fresh
     # clone's CI beside the suite's other worker), so a bound on it here is a bound on noise.
-    with sqlite3.connect(tmp_path / "runs.db") as db:
-        stored = [json.loads(row[0]) for row in db.execute("SELECT feedback_json FROM evaluations")]
-    timed = [feedback for feedback in stored if feedback["correct"] and feedback["speedup"] > 0]
-    assert timed and all(feedback["speedup_interval"] for feedback in timed), stored
+    store = RunStore(tmp_path / "runs.db")
+    stored = store.evaluations(result["run_id"])
+    timed = [feedback for feedback in stored if feedback.correct and feedback.speedup > 0]
+    assert timed and all(feedback.speedup_interval for feedback in timed), stored
     # What it reports is the best of those measurements' low ends (the reference's 1.0 at
     # least), the number the search maximizes.
-    lows = [min(feedback["speedup"], feedback["speedup_interval"][0]) for feedback in timed]
-    assert result["best_speedup"] == pytest.approx(max([1.0, *lows]))
+    assert result["best_speedup"] == pytest.approx(max([1.0, *map(reward, timed)]))
     assert result["cost_usd"] == 0
     listed = run_maxcode("runs", "--store", str(tmp_path / "runs.db"), "--json")
     runs = json.loads(listed.stdout)["runs"]

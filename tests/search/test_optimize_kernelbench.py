@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from maxcode.evaluate.kernelbench.rounds import REPORTED_ROUNDS
-from tests.helpers import REPO, run_optimize, write_problem
+from tests.helpers import REPO, ROW_BY_ROW, run_optimize, write_problem
 from tests.llm.fake_llm_server import FakeLLMServer, Step
 
 pytest.importorskip("torch")
@@ -22,16 +22,6 @@ PROBLEM = CHEATS / "problem.py"
 HONEST = (CHEATS / "honest.py").read_text()
 ZEROS = (CHEATS / "zeros.py").read_text()
 CRITIC_MARK = "critic-says-4c1d"
-# The cheats' problem with a row-by-row forward: the honest rewrite (one matrix product) is
-# clearly faster, whatever the noise of the machine.
-ROW_BY_ROW = (
-    (CHEATS / "problem.py")
-    .read_text()
-    .replace(
-        "return torch.tanh(x @ self.weight) * 2.0",
-        "return torch.stack([torch.tanh(row @ self.weight) * 2.0 for row in x])",
-    )
-)
 
 
 def fenced(source: str) -> str:
@@ -66,7 +56,6 @@ def test_optimize_a_kernelbench_problem_with_an_llm(server: FakeLLMServer, tmp_p
     best = tmp_path / "best.py"
     problem = tmp_path / "1_RowByRow.py"
     problem.write_text(ROW_BY_ROW)
-    assert "for row in x" in ROW_BY_ROW
     done = optimize(
         str(problem), "--model", "openai/gpt-4o-mini", "--base-url", server.url,
         "--method", "cuda-llm", "--observation", "feedback,trajectory,critique,best",

@@ -68,22 +68,22 @@ CHARGE_NOTE = 0.05
 """An outside-time charge above this share of the candidate's charged time is shown
 (``outside``)."""
 BETWEEN_QUANTILE = 0.5
-"""By the worker's CPU clock, the candidate's time between its calls is compared with this
-quantile of the reference's chunks (their median), not pair by pair, and with the reference's
-time by host clock. The claims are wall time: a call that another program preempted claims
-more than its CPU time, so a chunk's CPU time between the calls drops below the harness's own,
-the more so the longer its calls. Host time between the calls (wall less wall) is the bound
-above it: the worker does not block inside its markers, so the preempted time in its calls is
-at most all the time it was preempted there. With the parent busy on the workers' CPU
+"""By the worker's CPU clock, the candidate's time between its calls is compared with this quantile
+of the reference's chunks (their median), not pair by pair, and with the reference's time by host
+clock. The claims are wall time: a call that another program preempted claims more than its CPU
+time, so a chunk's CPU time between the calls drops below the harness's own, the more so the
+longer its calls. Host time between the calls (wall less wall) is the bound above it: a worker
+pinned to one CPU spends no more CPU time than host time over its markers, so its CPU time
+between the calls is at most its host time there. With the parent busy on the workers' CPU
 (2026-11-27), pair by pair an honest candidate six times faster than its 1 ms reference was
 charged 0.47 ms per call at the interval's low end; against the median of the reference's CPU
 time, a program hogging the timing CPU still pushed every reference chunk below zero (-0.4 to
--0.8 ms per call for a row-by-row reference of 0.9 ms calls, 2026-11-29) and an honest
-rewrite 19x faster was void (``hidden:``, surely 0.55 ms more between its calls) in 4 of 4
-evaluations (the likely cause of a fresh clone's CI failing once, beside the suite's other
-worker). Against the reference's host time, 0 of 3 were charged there; the slowed harness
-clock (``slow_harness_clock.py``) still gains nothing: charged between its calls in 3 of 3
-idle, and beside that hog its interval's low end stayed below 1.0 in 3 of 3."""
+-0.8 ms per call for a row-by-row reference of 0.9 ms calls, 2026-11-29) and an honest rewrite
+19x faster was void (``hidden:``, surely 0.55 ms more between its calls) in 4 of 4 evaluations
+(the likely cause of a fresh clone's CI failing once, beside the suite's other worker). Against
+the reference's host time, 0 of 3 were charged there; the slowed harness clock
+(``slow_harness_clock.py``) still gains nothing: charged between its calls in 3 of 3 idle, and
+beside that hog its interval's low end stayed below 1.0 in 3 of 3."""
 CPU_SHARE = 1.5
 CPU_SLACK_S = 0.5
 """CPU time of the candidate's whole process tree may exceed its busy wall time (its run's wall

@@ -297,7 +297,8 @@ def test_a_program_hogging_the_timing_cpu_voids_no_honest_rewrite(tmp_path: Path
     assert feedback.correct, feedback.error
     assert feedback.suspect is None, feedback.flags
     assert not any(flag.startswith("hidden:") for flag in feedback.flags), feedback.flags
-    assert feedback.speedup > 1.0
+    # A timed verdict, not one that stopped before the window: its calls were counted.
+    assert feedback.timings["candidate"].trials > 0 and feedback.speedup_interval is not None
 
 
 @pytest.mark.parametrize(

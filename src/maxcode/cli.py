@@ -199,8 +199,9 @@ def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
     type=click.IntRange(min=1),
     default=None,
     envvar="MAXCODE_ROUNDS",
-    help="KernelBench: timing windows, each with fresh worker processes, combined into one "
-    "speedup (default 8; a search screens with 1 and re-verifies with 8).",
+    help="KernelBench: exactly this many timing windows, each with fresh worker processes, "
+    "combined into one speedup (default 8, and up to 24 while their speedups scatter unless "
+    "--repeats is set; a search screens with 1 and re-verifies as the default does).",
 )
 @click.option(
     "--check-scale",

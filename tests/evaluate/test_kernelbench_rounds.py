@@ -10,7 +10,15 @@ import pytest
 
 from maxcode.evaluate import evaluate_task
 from maxcode.evaluate.integrity import consequence_of
-from maxcode.evaluate.kernelbench.rounds import REPORTED_ROUNDS, Tally, combine, set_aside
+from maxcode.evaluate.kernelbench import rounds
+from maxcode.evaluate.kernelbench.rounds import (
+    MOST_ROUNDS,
+    REPORTED_ROUNDS,
+    Tally,
+    combine,
+    scattered,
+    set_aside,
+)
 from maxcode.tasks import load_task
 from maxcode.types import Feedback
 from tests.helpers import REPO, run_maxcode
@@ -106,9 +114,10 @@ def test_the_first_round_that_is_not_clean_is_the_verdict(last: Feedback) -> Non
 HIDDEN = "hidden: work outside the timed calls: surely 23.8 ms per call more"
 
 
-def tallied(wanted: int, *results: Feedback) -> tuple[Feedback, int]:
-    """What a tally of ``wanted`` rounds makes of these rounds in turn, and how many it ran."""
-    tally, ran = Tally(wanted), 0
+def tallied(wanted: int, *results: Feedback, most: int | None = None) -> tuple[Feedback, int]:
+    """What a tally of ``wanted`` rounds (up to ``most`` while they scatter) makes of these
+    rounds in turn, and how many it ran."""
+    tally, ran = Tally(wanted, most), 0
     for result in results:
         if not tally.more():
             break
@@ -228,6 +237,61 @@ def test_a_wrong_candidate_stops_after_its_first_round() -> None:
     assert not feedback.correct and feedback.rounds == 1
 
 
+def rounds_at(*speedups: float) -> list[Feedback]:
+    return [measured(speedup, (speedup * 0.9, speedup * 1.1)) for speedup in speedups]
+
+
+def test_rounds_that_scatter_go_on_until_their_mean_is_narrow_or_the_cap() -> None:
+    """Past the rounds wanted, clean rounds go on while the standard error of their mean log
+    speedup is above ``SCATTER``; their own (wide) intervals do not decide it."""
+    agreeing = rounds_at(1.0, 1.002, 0.998, 1.0, 1.0)
+    combined, ran = tallied(3, *agreeing, most=5)
+    assert ran == 3 and combined.rounds == 3
+    # 1%, 1%: a standard error of 0.58% after three, 0.41% once a fourth agrees.
+    settling = rounds_at(1.0, 1.01, 0.99, 1.0, 1.0, 1.0)
+    combined, ran = tallied(3, *settling, most=6)
+    assert ran == 4 and combined.rounds == 4
+    scattering = rounds_at(1.0, 1.05, 0.95, 1.04, 0.96, 1.03, 0.97, 1.0)
+    combined, ran = tallied(3, *scattering, most=6)
+    assert ran == 6 and combined.rounds == 6 and len(combined.per_round) == 6
+    # Without a cap above the rounds wanted, exactly those.
+    assert tallied(3, *scattering)[1] == 3
+
+
+def test_a_round_that_is_not_clean_ends_the_added_rounds() -> None:
+    wrong = measured(1.0, None, correct=False)
+    combined, ran = tallied(2, *rounds_at(1.0, 1.1), wrong, *rounds_at(1.0), most=6)
+    assert ran == 3 and not combined.correct and combined.speedup == 0.0
+
+
+def test_a_round_set_aside_does_not_count_as_scatter() -> None:
+    kept = rounds_at(1.0, 1.001, 0.999, 1.0, 1.0005)
+    odd = measured(2.0, (1.99, 2.01))
+    assert set_aside([*kept, odd]) == [5]
+    assert not scattered([*kept, odd]) and scattered([*kept, measured(1.1, (1.0, 1.2))])
+
+
+def test_a_reported_evaluation_adds_rounds_only_when_timed_adaptively(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``maxcode eval`` and re-verification: without ``--repeats`` or ``--rounds``, rounds go
+    on past ``REPORTED_ROUNDS`` while they scatter (here every spread does); with a fixed
+    number of calls, or of rounds, exactly that many."""
+    import maxcode.evaluate
+
+    monkeypatch.setattr(maxcode.evaluate, "REPORTED_ROUNDS", 2)
+    monkeypatch.setattr(maxcode.evaluate, "MOST_ROUNDS", 3)
+    monkeypatch.setattr(rounds, "SCATTER", 0.0)
+    task = load_task(str(PROBLEM))
+    honest = (CHEATS / "honest.py").read_text()
+    adaptive = evaluate_task(task, honest, reported=True)
+    assert adaptive.correct and adaptive.suspect is None, (adaptive.error, adaptive.flags)
+    assert adaptive.rounds == 3 and len(adaptive.per_round) == 3
+    fixed = evaluate_task(task, honest, repeats=20, reported=True)
+    assert fixed.correct and fixed.rounds == 2, fixed.error
+    assert evaluate_task(task, honest, rounds=1, reported=True).rounds == 1
+
+
 def test_rounds_are_refused_for_a_cpp_task(tmp_path: Path) -> None:
     task = REPO / "examples" / "cpp" / "prime_sieve"
     done = run_maxcode("eval", str(task), str(task), "--rounds", "2")
@@ -241,7 +305,8 @@ def test_rounds_are_refused_for_a_cpp_task(tmp_path: Path) -> None:
 def test_eval_help_states_the_reported_rounds() -> None:
     done = run_maxcode("eval", "--help")
     assert done.returncode == 0
-    assert f"(default {REPORTED_ROUNDS};" in " ".join(done.stdout.split())
+    said = " ".join(done.stdout.split())
+    assert f"(default {REPORTED_ROUNDS}, and up to {MOST_ROUNDS} while" in said
 
 
 def test_eval_prints_each_rounds_speedup(capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,7 +15,7 @@ from maxcode.evaluate.kernelbench import (
     evaluate_kernelbench,
     needs_build,
 )
-from maxcode.evaluate.kernelbench.rounds import REPORTED_ROUNDS
+from maxcode.evaluate.kernelbench.rounds import MOST_ROUNDS, REPORTED_ROUNDS
 from maxcode.evaluate.sandbox import Isolation, Limits, Sandbox, SandboxResult, detect_isolation
 from maxcode.tasks import Task, load_task
 from maxcode.types import Feedback, Metric
@@ -68,8 +68,9 @@ def evaluate_task(
     times this (untimed; wrong there is a ``shapes`` warning). ``reported``: the speedup is
     reported (``maxcode eval``, re-verification), not a screen of a search's candidate: timed
     to a narrower interval (C++: within larger caps, ``cpp.REPORTED``; KernelBench: in
-    ``REPORTED_ROUNDS`` rounds unless ``rounds`` says); project tasks time their fixed
-    ``repeats`` either way."""
+    ``rounds`` rounds when given, else ``REPORTED_ROUNDS``, and with ``repeats`` unset more
+    while they scatter, up to ``MOST_ROUNDS``); project tasks time their fixed ``repeats``
+    either way."""
     if check_scale is not None and task.kind != "kernelbench":
         raise MaxcodeError(f"{task.name}: --check-scale is for KernelBench tasks")
     if task.kind == "cpp":
@@ -115,6 +116,8 @@ def evaluate_task(
             profile=profile,
             backend=backend,
             rounds=rounds or (REPORTED_ROUNDS if reported else 1),
+            # Adaptive: a reported number's rounds go on while they scatter.
+            most_rounds=MOST_ROUNDS if reported and rounds is None and repeats is None else None,
             check_scale=check_scale,
         )
         return evaluate_kernelbench(
@@ -160,7 +163,7 @@ def evaluate(
     ``isolation`` outside ``SAFE_LEVELS`` (what ``auto`` falls back to without bubblewrap and
     namespaces) is refused with ``UnsafeIsolation`` unless ``unsafe_isolation`` accepts it.
     The number is reported: timed as such (``evaluate_task``'s ``reported``; KernelBench:
-    ``rounds``, when given, in place of ``REPORTED_ROUNDS``)."""
+    exactly ``rounds`` when given)."""
     if metric not in ("wall", "instructions", "printed"):
         raise MaxcodeError(f"unknown metric {metric!r} (wall, instructions or printed)")
     if isolation not in ("auto", "bwrap", "unshare", "rlimits"):

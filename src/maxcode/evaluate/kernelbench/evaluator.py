@@ -177,7 +177,9 @@ def evaluate_kernelbench(
     other = None
     if settings.check_scale is not None and not settings.compile_only:
         other = rescaled(task, settings.check_scale)  # before anything runs: a bad scale fails
-    tally = rounds.Tally(1 if settings.compile_only else settings.rounds)
+    wanted = 1 if settings.compile_only else settings.rounds
+    timed = settings.timed and not settings.compile_only
+    tally = rounds.Tally(wanted, settings.most_rounds if timed else None)
     later = replace(settings, compile_baseline=False, profile=False)
     pair = None
     if forks(settings):

@@ -10,7 +10,8 @@ for its whole life. More calls cannot shrink that; only fresh processes sample i
 rounds divide it by the square root of ``r`` (forked ones sample it too: on a CPU each
 round's workers are forked from a zygote per side, ``zygote.py``). The search screens its
 candidates with one round (cheap, the interval's low end selects); what is reported as a
-result (``maxcode eval``, the search's final re-verification) takes ``REPORTED_ROUNDS``.
+result (``maxcode eval``, the search's final re-verification) takes ``REPORTED_ROUNDS``, and
+more while they scatter (``scattered``), up to ``MOST_ROUNDS``, when it is timed adaptively.
 
 Combination. Every round is a whole evaluation: fresh seeds, checks, integrity judgement. The
 first round whose verdict is not a clean correct one (wrong, failed, void) is the evaluation's
@@ -57,12 +58,30 @@ from maxcode.evaluate.kernelbench.schedule import t_quantile
 from maxcode.types import Feedback, RoundSpeedup
 
 REPORTED_ROUNDS = 8
-"""Rounds of an evaluation whose speedup is reported (``maxcode eval``, re-verification). A round's
+"""The least rounds of an evaluation whose speedup is reported (``maxcode eval``,
+re-verification; exactly these with a fixed number of calls, ``--repeats``). A round's
 window stops near +-2% or at its 2 s cap, and a bias of each pair of worker processes adds to
 that (2-3% a round for ``1_ScaledGELU`` on some days), which only more rounds sample: longer
 windows did not narrow the rounds, more rounds did (2026-11-28: four rounds of 8 s 1.041 max/min
 over six idle evaluations, eight of 2 s 1.018). The figures, and the earlier tries of eight, are
 in ``docs/noise-log.md``."""
+
+MOST_ROUNDS = 24
+"""The most rounds of a reported evaluation timed adaptively: past ``REPORTED_ROUNDS`` while
+they scatter (``scattered``). Eight rounds were not enough on every day: on 2026-11-29 the
+rounds of an identical ``4_Softmax`` spread 2.4% (sd of the log), and six evaluations of eight
+rounds spanned 1.026-1.028 (max/min) where sixteen rounds gave 1.010, at 47 s an evaluation
+instead of 25 s. Simulated with that spread, stopping at ``SCATTER`` keeps six evaluations
+within 2% 76% of the time when capped at 16 rounds, 83% at 24 (19 rounds on average)."""
+
+SCATTER = 0.005
+"""The standard error of the rounds' mean log speedup (their standard deviation over the
+square root of their count) at which a reported evaluation stops adding rounds. Simulated
+(normal rounds, plain mean), six evaluations of an identical candidate then stay within 2%
+(max/min) 95% of the time when rounds spread 1.5%, in 10 rounds on average; at 2.4%, see
+``MOST_ROUNDS``. The rounds' own intervals cannot tell it: each carries
+the time charged outside the calls and ``PROCESS_BIAS`` and is several times wider than the
+rounds' spread (an identical ``4_Softmax``: rounds of +-5-10% that scatter 2.4%)."""
 
 
 def clean(feedback: Feedback) -> bool:
@@ -94,14 +113,16 @@ def needs_confirming(feedback: Feedback) -> bool:
 
 class Tally:
     """The rounds of one evaluation as they come (``add``), until ``wanted`` are in or one is
-    not clean; then one verdict (``result``). A round void only by a finding of
+    not clean; then one verdict (``result``). With ``most`` above ``wanted``, clean rounds go
+    on while they scatter (``scattered``), up to ``most``. A round void only by a finding of
     ``CONFIRMED`` is held and another round of fresh workers runs: void again (or worse,
     wrong or failed), the held round is the verdict; clean, the held round is set aside
     (its seconds count, a ``rounds`` warning names it) and the evaluation goes on. Once per
     evaluation: a second such round is a verdict as it comes."""
 
-    def __init__(self, wanted: int) -> None:
+    def __init__(self, wanted: int, most: int | None = None) -> None:
         self.wanted = wanted
+        self.most = max(wanted, most or wanted)
         self.done: list[Feedback] = []
         self.held: Feedback | None = None
         self.aside: list[tuple[int, Feedback]] = []
@@ -111,7 +132,9 @@ class Tally:
         """Whether another round is to run."""
         if self.done and not clean(self.done[-1]):
             return False
-        return self.held is not None or len(self.done) < self.wanted
+        if self.held is not None or len(self.done) < self.wanted:
+            return True
+        return len(self.done) < self.most and scattered(self.done)
 
     def add(self, feedback: Feedback) -> None:
         if self.held is not None:
@@ -197,6 +220,17 @@ def combine(rounds: list[Feedback]) -> Feedback:
             "per_round": per_round,
         }
     )
+
+
+def scattered(rounds: list[Feedback]) -> bool:
+    """Whether clean ``rounds`` scatter more than ``SCATTER`` allows: the standard error of
+    their mean log speedup, the rounds set aside (``set_aside``) left out, as ``combine``
+    leaves them out."""
+    aside = set_aside(rounds)
+    logs = [math.log(done.speedup) for number, done in enumerate(rounds) if number not in aside]
+    if len(logs) < 2:
+        return False
+    return statistics.stdev(logs) / math.sqrt(len(logs)) > SCATTER
 
 
 def _summed_phases(rounds: list[Feedback]) -> dict[str, float]:

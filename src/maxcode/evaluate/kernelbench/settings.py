@@ -113,11 +113,19 @@ class KernelBenchSettings:
     """Timing windows, each with a fresh pair of workers, combined into one speedup
     (``rounds.py``): one screens a search's candidates, ``rounds.REPORTED_ROUNDS`` for a
     speedup that is reported."""
+    most_rounds: int | None = None
+    """Rounds may go on past ``rounds``, up to this many, while their speedups scatter
+    (``rounds.scattered``); None: exactly ``rounds``."""
     check_scale: float | None = None
     """Also check a correct candidate at these other shapes (the problem's sizes times this,
     as ``--scale`` would make them; untimed): wrong there is a ``shapes`` warning."""
     check_only: bool = False
     """Check the candidate's outputs and time nothing (the round at ``check_scale``)."""
+
+    @property
+    def round_cap(self) -> int:
+        """The most rounds an evaluation runs, beside one held for confirmation."""
+        return max(self.rounds, self.most_rounds or self.rounds)
 
     def kernel_backend(self) -> str:
         """The backend in effect (``backend`` resolved by device)."""

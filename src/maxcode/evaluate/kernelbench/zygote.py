@@ -224,12 +224,12 @@ class Zygotes:
         paths: list[Path],
     ) -> Zygotes:
         """Both zygotes, started together on ``cpu`` (as a round's two workers are), for at
-        most ``settings.rounds`` rounds and one more (a round held for confirmation)."""
+        most ``settings.round_cap`` rounds and one more (a round held for confirmation)."""
         job = Job.write(task, candidate)
         layout = Seeds.fresh().layout  # the evaluation's: the stack and torch's libraries
         runner = WorkerRunner(sandbox, task, settings, job.folder, paths, cpu, layout)
         per_round = 2 * task.timeout_s + settings.budget_s
-        wall_s = (settings.rounds + 1) * per_round + _ANSWER_SLACK_S
+        wall_s = (settings.round_cap + 1) * per_round + _ANSWER_SLACK_S
         reference = Zygote(runner, "reference", cache_folder("ref", task.reference), wall_s)
         return cls(
             job, reference, Zygote(runner, "candidate", cache_folder("cand", candidate), wall_s)

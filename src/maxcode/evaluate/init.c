@@ -20,7 +20,9 @@
  *
  * Each status line carries cpu_us, the CPU time of every process of the run (threads, children
  * and anything left behind, reaped by this init), against wall_ns: the judge compares them,
- * since a CPU pin is a request the program can undo.
+ * since a CPU pin is a request the program can undo. Both start at one instant, stamped by the
+ * run's process just before it runs the program: its CPU time until then (the fork and the
+ * run's isolation, kernel time of a few milliseconds) is in neither.
  *
  * M programs follow the runs, each as its argument count and arguments; PROG is the index of the
  * program a run starts. For each of the N runs, one after the other, it starts the program in DIR
@@ -351,7 +353,13 @@ int main(int argc, char **argv) {
             set_limit(RLIMIT_NPROC, limit_nproc, limit_nproc);
             setenv("HOME", dir, 1);
             setenv("TMPDIR", dir, 1);
-            if (write(ready[1], "r", 1) != 1) _exit(126);
+            /* The instant both clocks start: this process's CPU time so far, then the time. */
+            struct timespec cpu_now, now;
+            clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu_now);
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            long long stamp[3] = {(long long)cpu_now.tv_sec * 1000000000LL + cpu_now.tv_nsec,
+                                  (long long)now.tv_sec, (long long)now.tv_nsec};
+            if (write(ready[1], stamp, sizeof stamp) != (ssize_t)sizeof stamp) _exit(126);
             close_descriptors_from(aux >= 0 ? 4 : 3);
             execvp(command[0], command);
             fprintf(stderr, "maxcode-init: cannot run %s: %s\n", command[0], strerror(errno));
@@ -359,11 +367,19 @@ int main(int argc, char **argv) {
         }
         if (mode == MODE_GROUP) setpgid(child, child);
         close(ready[1]);
-        char signal_byte;
-        while (read(ready[0], &signal_byte, 1) < 0 && errno == EINTR) {
+        long long stamp[3];
+        ssize_t got;
+        while ((got = read(ready[0], stamp, sizeof stamp)) < 0 && errno == EINTR) {
         }
         close(ready[0]);
-        clock_gettime(CLOCK_MONOTONIC, &started);
+        long long setup_us = 0;
+        if (got == (ssize_t)sizeof stamp) {
+            setup_us = stamp[0] / 1000;
+            started.tv_sec = (time_t)stamp[1];
+            started.tv_nsec = (long)stamp[2];
+        } else {
+            clock_gettime(CLOCK_MONOTONIC, &started); /* it failed before the program ran */
+        }
 
         int timed_out = 0;
         int pidfd = (int)syscall(SYS_pidfd_open, child, 0);
@@ -405,7 +421,8 @@ int main(int argc, char **argv) {
         reap_ready();
         /* Every process of the run was a child of this init or reparented to it (it is the
          * subreaper) and has been reaped: their CPU time is all in RUSAGE_CHILDREN. */
-        long long cpu_us = children_cpu_us() - cpu_before;
+        long long cpu_us = children_cpu_us() - cpu_before - setup_us;
+        if (cpu_us < 0) cpu_us = 0;
         dprintf(status_fd,
                 "run=%d status=%d wall_ns=%lld cpu_us=%lld maxrss_kb=%ld stragglers=%d "
                 "timed_out=%d\n",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,6 +39,32 @@ def test_rounds_fork_their_workers_from_a_zygote(
     assert judge(forked, problem, repeats=2, rounds=2).correct
     monkeypatch.setenv("MAXCODE_ZYGOTE", "0")
     assert not judge(forked, problem, repeats=2, rounds=2).correct
+
+
+def test_each_pair_of_zygotes_serves_at_most_its_rounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pair's draw (its layout, the pages its imports landed on) is shared by its forks: an
+    evaluation of more rounds than ``ROUNDS_PER_PAIR`` starts a fresh pair for each that many,
+    and closes each before the next starts."""
+    from maxcode.evaluate.kernelbench import evaluator
+
+    started: list[zygote.Zygotes] = []
+    start = zygote.Zygotes.start
+
+    def counted(*args: Any, **kwargs: Any) -> zygote.Zygotes:
+        # Every earlier pair is over (its zygotes' runs ended) before the next starts.
+        assert all(pair.reference.ended and pair.candidate.ended for pair in started)
+        started.append(start(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(evaluator, "ROUNDS_PER_PAIR", 2)
+    monkeypatch.setattr(evaluator.Zygotes, "start", counted)
+    problem = write_problem(tmp_path, "return torch.relu(x) + 1")
+    forked = model_new("return torch.relu(x) + FORKED", imports=_FORKED)
+    feedback = judge(forked, problem, repeats=2, rounds=5)
+    assert feedback.correct and feedback.rounds == 5, feedback.error
+    assert [pair.rounds for pair in started] == [2, 2, 1]
 
 
 _LEAVES_ONE_RUNNING = """import os, subprocess, sys

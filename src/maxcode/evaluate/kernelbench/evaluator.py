@@ -73,7 +73,7 @@ from maxcode.evaluate.kernelbench.runner import (
 )
 from maxcode.evaluate.kernelbench.schedule import CANDIDATE, REFERENCE, Schedule, TimedPlan
 from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
-from maxcode.evaluate.kernelbench.zygote import Zygotes
+from maxcode.evaluate.kernelbench.zygote import ROUNDS_PER_PAIR, Zygotes
 from maxcode.evaluate.sandbox import Sandbox, hidden_from_others
 from maxcode.evaluate.turns import cpu_turn
 from maxcode.tasks.kernelbench import rescaled
@@ -182,10 +182,14 @@ def evaluate_kernelbench(
     tally = rounds.Tally(wanted, settings.most_rounds if timed else None)
     later = replace(settings, compile_baseline=False, profile=False)
     pair = None
-    if forks(settings):
-        pair = Zygotes.start(task, candidate, settings, sandbox, pinned, paths)
     try:
         while tally.more():
+            if forks(settings) and (pair is None or pair.rounds >= ROUNDS_PER_PAIR):
+                # A fresh pair for each ``ROUNDS_PER_PAIR`` rounds: a pair's draw is shared.
+                if pair is not None:
+                    pair.close()
+                    pair = None
+                pair = Zygotes.start(task, candidate, settings, sandbox, pinned, paths)
             # The baselines and profiles are measured in the first round the verdict keeps: a
             # round held for confirmation (and then set aside) would take them with it.
             chosen = later if tally.done else settings

@@ -17,7 +17,8 @@ zygote's to kill before it answers (its subreaper), so no process of a round sur
 next, as none survived a run before. What a worker's round leaves in its folder stays there:
 each round has a folder of its own, and the parent removes it after reading it. What a zygote
 cannot give a round: a fresh draw of what is fixed before torch loads (the stack's start and
-torch's libraries, drawn per evaluation) and of Python's hash seed.
+torch's libraries, drawn per pair of zygotes) and of Python's hash seed; so an evaluation
+starts a fresh pair for each ``ROUNDS_PER_PAIR`` rounds.
 
 A zygote's answer (the round's wait status, wall and CPU time, peak memory) is read as the
 init's status line for a run (``sandbox.reported_result``). A zygote that does not answer
@@ -57,6 +58,14 @@ from maxcode.evaluate.sandbox import (
 )
 from maxcode.tasks.model import Task
 
+ROUNDS_PER_PAIR = 8
+"""Rounds forked from one pair of zygotes; an evaluation of more starts a fresh pair for each
+eight (``evaluator.evaluate_kernelbench``). What a zygote fixes for its forks (torch's libraries
+and the stack where its layout draw put them, the pages its imports landed on) is a draw
+shared by all of them, which more rounds from the same pair do not sample: over 16-24 rounds an
+identical ``4_Softmax``'s evaluations spread 0.8% (sd of the log) where their rounds' own spread
+allowed 0.5% (2026-11-29), and 0.5-0.6% of an evaluation's error was shared by its twelve rounds
+on 2026-11-28 (``docs/noise-log.md``)."""
 _ANSWER_SLACK_S = 10.0
 """Seconds a zygote may take past a round's time limit to answer (kill, sweep, reap)."""
 _CLOSE_S = 5.0
@@ -74,7 +83,8 @@ class Zygote:
         self.workdir = make_scratch(f"maxcode-kb-{role}-")
         self._control, self._theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._root: int | None = None
-        self._rounds = 0
+        self.forked = 0
+        """Rounds' workers forked so far."""
         self.ended: SandboxResult | None = None
         """The zygote's own run, once it is over."""
         self._error: BaseException | None = None
@@ -112,8 +122,8 @@ class Zygote:
     ) -> Side:
         """One round's worker of this side: ``spec`` (the round's seeds), ``conversation`` on
         its descriptor 3, killed after ``wall_s``, its layout shifted by ``layout``."""
-        self._rounds += 1
-        name = f"{self.role}-{self._rounds}"
+        self.forked += 1
+        name = f"{self.role}-{self.forked}"
         spec_path = self.runner.write_spec(self.role, spec, name)
         folder = self.workdir / name
         limits = self.runner.limits(wall_s)
@@ -234,6 +244,11 @@ class Zygotes:
         return cls(
             job, reference, Zygote(runner, "candidate", cache_folder("cand", candidate), wall_s)
         )
+
+    @property
+    def rounds(self) -> int:
+        """Rounds forked so far."""
+        return self.reference.forked
 
     def side(self, role: str) -> Zygote:
         return self.reference if role == "reference" else self.candidate

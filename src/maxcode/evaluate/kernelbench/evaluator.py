@@ -179,7 +179,7 @@ def evaluate_kernelbench(
         other = rescaled(task, settings.check_scale)  # before anything runs: a bad scale fails
     wanted = 1 if settings.compile_only else settings.rounds
     timed = settings.timed and not settings.compile_only
-    tally = rounds.Tally(wanted, settings.most_rounds if timed else None)
+    tally = rounds.Tally(wanted, settings.round_cap if timed else wanted)
     later = replace(settings, compile_baseline=False, profile=False)
     pair = None
     try:

@@ -113,16 +113,16 @@ def needs_confirming(feedback: Feedback) -> bool:
 
 class Tally:
     """The rounds of one evaluation as they come (``add``), until ``wanted`` are in or one is
-    not clean; then one verdict (``result``). With ``most`` above ``wanted``, clean rounds go
-    on while they scatter (``scattered``), up to ``most``. A round void only by a finding of
-    ``CONFIRMED`` is held and another round of fresh workers runs: void again (or worse,
-    wrong or failed), the held round is the verdict; clean, the held round is set aside
-    (its seconds count, a ``rounds`` warning names it) and the evaluation goes on. Once per
-    evaluation: a second such round is a verdict as it comes."""
+    not clean; then one verdict (``result``). With ``most`` (``KernelBenchSettings.round_cap``)
+    above ``wanted``, clean rounds go on while they scatter (``scattered``), up to ``most``. A
+    round void only by a finding of ``CONFIRMED`` is held and another round of fresh workers
+    runs: void again (or worse, wrong or failed), the held round is the verdict; clean, the
+    held round is set aside (its seconds count, a ``rounds`` warning names it) and the
+    evaluation goes on. Once per evaluation: a second such round is a verdict as it comes."""
 
     def __init__(self, wanted: int, most: int | None = None) -> None:
         self.wanted = wanted
-        self.most = max(wanted, most or wanted)
+        self.most = wanted if most is None else most
         self.done: list[Feedback] = []
         self.held: Feedback | None = None
         self.aside: list[tuple[int, Feedback]] = []

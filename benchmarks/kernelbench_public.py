@@ -68,8 +68,9 @@ class Row:
     """The speedup measured before a void finding took it."""
     layout: str = "shared"
     """The workers' address layout asked for (``MAXCODE_LAYOUT``)."""
-    per_round: list[float] = field(default_factory=list)
-    """Each round's own speedup (``per_round`` of ``maxcode eval --json``), in the jsonl."""
+    per_round: list[dict[str, object]] = field(default_factory=list)
+    """Each round as ``maxcode eval --json`` gives it (``per_round``: its speedup, interval
+    and the two sides' median calls), in the jsonl: a miss can be read without re-running it."""
     reference_ms: float | None = None
     """The reference's median timed call, in milliseconds (for KernelBench's baseline times)."""
     phases: dict[str, float] = field(default_factory=dict)
@@ -146,7 +147,7 @@ def evaluate(
         suspect=str(result.get("suspect") or ""),
         claimed=result.get("claimed_speedup"),
         layout=layout,
-        per_round=[float(done["speedup"]) for done in result.get("per_round") or []],
+        per_round=list(result.get("per_round") or []),
         reference_ms=reference["median_s"] * 1e3 if "median_s" in reference else None,
         phases={str(k): float(v) for k, v in (result.get("phases") or {}).items()},
     )

@@ -242,6 +242,12 @@ class RoundSpeedup(_Record):
     speedup: float
     interval: tuple[float, float] | None = None
     """Its 95% interval (None: too few pairs for one)."""
+    reference_s: float | None = None
+    """The reference's median timed call in the round (seconds, in its process); None when
+    untimed."""
+    candidate_s: float | None = None
+    """The candidate's, likewise: which side moved when rounds lean (a ratio alone cannot
+    tell)."""
 
 
 class Feedback(_Record):

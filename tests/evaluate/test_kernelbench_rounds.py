@@ -20,7 +20,7 @@ from maxcode.evaluate.kernelbench.rounds import (
     set_aside,
 )
 from maxcode.tasks import load_task
-from maxcode.types import Feedback
+from maxcode.types import Feedback, TimingStats
 from tests.helpers import REPO, run_maxcode
 
 CHEATS = REPO / "tests" / "fixtures" / "kernelbench" / "cheats"
@@ -211,6 +211,21 @@ def test_rounds_within_their_noise_and_too_few_rounds_set_nothing_aside() -> Non
     # Two rounds cannot tell which one is odd; rounds without intervals neither.
     assert set_aside([spread[0], measured(0.5, (0.49, 0.51))]) == []
     assert set_aside([measured(s, None) for s in (1.0, 1.0, 0.5)]) == []
+
+
+def test_each_round_keeps_both_sides_median_call() -> None:
+    """A lean of the rounds is read by the side that moved: each round's medians stay."""
+    rounds = [measured(1.0, (0.98, 1.02)), measured(1.25, (1.2, 1.3))]
+    for done, (reference, candidate) in zip(rounds, [(2e-3, 2e-3), (2.5e-3, 2e-3)]):
+        done.timings["reference"] = TimingStats(median_s=reference, spread_s=0.0, trials=50)
+        done.timings["candidate"] = TimingStats(median_s=candidate, spread_s=0.0, trials=50)
+    combined = combine(rounds)
+    assert [(done.reference_s, done.candidate_s) for done in combined.per_round] == [
+        (2e-3, 2e-3),
+        (2.5e-3, 2e-3),
+    ]
+    untimed = combine([measured(1.0, None), measured(1.0, None)])
+    assert [done.reference_s for done in untimed.per_round] == [None, None]
 
 
 def test_each_rounds_findings_are_kept_with_its_number() -> None:

@@ -36,6 +36,16 @@ def process_cpu_ns(pid: int) -> int | None:
         return None
 
 
+def running(pid: int) -> bool:
+    """Whether process ``pid``'s main thread is running or waiting for a CPU (state ``R`` of
+    ``/proc/PID/stat``); False once it is gone or blocked."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return raw[raw.rfind(b")") + 2 : raw.rfind(b")") + 3] == b"R"
+
+
 class _Process(NamedTuple):
     """What one pass over ``/proc`` keeps of a process."""
 

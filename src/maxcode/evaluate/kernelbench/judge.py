@@ -95,7 +95,8 @@ the host time of that span by this much (the readings fall inside the stamps: on
 cannot exceed it at all)."""
 WAITING_CPU_SLACK_S = 0.0005
 """CPU time the candidate's worker may spend per turn it waited for (the reference's chunk ran
-meanwhile): the tail of its request before it blocks, read from outside."""
+meanwhile). An honest worker is blocked throughout: its request is stamped once it is off its
+CPU (``Conversation._settled``), so the tail of the request is not in it."""
 OTHERS_SLACK_S = 0.005
 """CPU time the run's other processes may spend while the calls are timed (the reference's run
 has none; children it reaped are counted in whole clock ticks)."""

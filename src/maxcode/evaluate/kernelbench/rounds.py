@@ -45,7 +45,7 @@ Three rounds are needed to tell which is the odd one.
 The torch.compile baseline, the profile and the roofline are measured in the first round only;
 ``speedup_vs_compile`` keeps the first round's ratio of compiled to eager time, over the
 combined candidate. The timing statistics and the tests shown are the first round's; each
-round's own speedup and interval are kept in ``per_round``.
+round's own speedup, interval and the two sides' median calls are kept in ``per_round``.
 """
 
 from __future__ import annotations
@@ -175,7 +175,13 @@ def combine(rounds: list[Feedback]) -> Feedback:
         raise ValueError("no rounds to combine")
     phases = _summed_phases(rounds)
     per_round = [
-        RoundSpeedup(speedup=done.speedup, interval=done.speedup_interval) for done in rounds
+        RoundSpeedup(
+            speedup=done.speedup,
+            interval=done.speedup_interval,
+            reference_s=_median_call(done, "reference"),
+            candidate_s=_median_call(done, "candidate"),
+        )
+        for done in rounds
     ]
     unclean = next((done for done in rounds if not clean(done)), None)
     if len(rounds) == 1 or unclean is not None:
@@ -231,6 +237,12 @@ def scattered(rounds: list[Feedback]) -> bool:
     if len(logs) < 2:
         return False
     return statistics.stdev(logs) / math.sqrt(len(logs)) > SCATTER
+
+
+def _median_call(done: Feedback, side: str) -> float | None:
+    """``side``'s median timed call in round ``done`` (None when not timed)."""
+    stats = done.timings.get(side)
+    return stats.median_s if stats is not None else None
 
 
 def _summed_phases(rounds: list[Feedback]) -> dict[str, float]:

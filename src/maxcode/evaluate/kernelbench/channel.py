@@ -50,8 +50,8 @@ _LINE_BYTES = 1 << 20
 _JOIN_S = 10.0
 _SOCKET_BYTES = 4 << 20
 SETTLE_S = 0.02
-"""How long the parent waits, at most, for a worker that sent a message it must wait on
-(``next``, ``begin``, ``end``) to block, before it stamps the message (``_settled``)."""
+"""How long the parent waits, at most, for a worker that sent ``next`` or ``begin`` to block,
+before it stamps the message (``_settled``)."""
 _SETTLE_POLL_S = 20e-6
 
 
@@ -406,23 +406,31 @@ class Conversation:
         self._ours.sendall((json.dumps(message) + "\n").encode())
 
     def _settled(self, now: int) -> int:
-        """The stamp of a message the worker now waits on, taken once the worker is off its
-        CPU (at most ``SETTLE_S`` later than ``now``, its arrival).
+        """The stamp of a ``next`` or ``begin`` the worker now waits on, taken once the worker
+        is off its CPU (at most ``SETTLE_S`` later than ``now``, its arrival).
 
         Why. A process's CPU clock read from outside counts what its running threads did only
         up to the last scheduler tick or switch (4 ms at this kernel's 250 Hz): a worker still
         on its CPU between writing its message and blocking on the answer reads low, and the
-        rest shows at the next reading. At ``next`` that put the tail of the worker's own
-        request into the time it waited for its turn, which an honest worker spends blocked
-        (``judge``'s ``parallel`` rule, 0.5 ms a turn): ``slow_to_block.py``, an honest
-        program whose worker keeps its CPU 2 ms after each message, was void so in 2 of 2
-        evaluations, and so, likely, was an identical ``level1/34_InstanceNorm`` once (13.4
-        ms on a noisy stretch of the machine: a vCPU the host holds between the write and the
-        block charges that time to the worker too). Beside a spinning process, 30-40% of
-        the messages found their worker still on or waiting for its CPU (up to 5 ms).
-        Stamped once the worker blocks, the tail is the part it ends (making the inputs,
-        between the calls, sending the outputs), where work of the worker's own belongs, and
-        the turn passes only then: the other side's chunk never shares the CPU with it."""
+        rest shows at the next reading, in the span that reading ends. After ``next`` that
+        span is the wait for its turn, which an honest worker spends blocked (``judge``'s
+        ``parallel`` rule, 0.5 ms a turn): ``slow_to_block.py``, an honest program whose
+        worker keeps its CPU 2 ms after each message, was void so in 2 of 2 evaluations, and
+        so, likely, was an identical ``level1/34_InstanceNorm`` once (13.4 ms on a noisy
+        stretch of the machine: a vCPU the host holds between the write and the block charges
+        that time to the worker too). After ``begin`` it is the span of the calls, which
+        their claims must explain (``timing``). Stamped once the worker blocks, the tail is
+        the part the message ends (sending the outputs, making the inputs), and the turn
+        passes only then: the other side's chunk never shares the CPU with it. Beside a
+        spinning process, 30-40% of the messages found their worker still on or waiting for
+        its CPU (up to 5 ms).
+
+        Not ``end``: there a reading that lags leaves some of the calls' CPU time to the part
+        after them (what the ``timing`` rule sees can only shrink), and the tail after the
+        message, the worker's own, stays in sending the outputs, where a program that fills
+        in its outputs late (after its calls' times are sent) is seen by both clocks; stamped
+        late, the tail went to the calls' span and an honest ``slow_to_block.py`` beside the
+        suite was void ``timing:`` (0.668 ms of CPU time a call against 0.333 claimed)."""
         if self.processes is None:
             return now
         worker, waited = self.processes[1], False
@@ -434,7 +442,7 @@ class Conversation:
 
     def _handle(self, message: AnyMessage, stream: Any) -> None:
         now = time.perf_counter_ns()
-        if isinstance(message, (Next, Marker, End)):
+        if isinstance(message, (Next, Marker)):
             now = self._settled(now)
         if isinstance(message, Ready):
             if self.ready_at is not None:

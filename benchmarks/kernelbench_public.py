@@ -296,13 +296,19 @@ def main() -> None:
             for path, name, layout in runs
         ]
         rows = []
-        for future in futures:
-            rows.append(future.result())
-            print_row(rows[-1])
-    if options.jsonl is not None:
-        with options.jsonl.open("w", encoding="utf-8") as handle:
-            for row in rows:
-                handle.write(json.dumps(asdict(row)) + "\n")
+        # Each row is written as it comes: a pass stopped early (a session's end, a pass of
+        # 80 minutes) keeps the rows it ran.
+        jsonl = options.jsonl.open("w", encoding="utf-8") if options.jsonl else None
+        try:
+            for future in futures:
+                rows.append(future.result())
+                print_row(rows[-1])
+                if jsonl is not None:
+                    jsonl.write(json.dumps(asdict(rows[-1])) + "\n")
+                    jsonl.flush()
+        finally:
+            if jsonl is not None:
+                jsonl.close()
     summary(rows, options.scale)
 
 

@@ -336,6 +336,18 @@ class Feedback(_Record):
     kernel_metrics_note: str = ""
     """Why ``kernel_metrics`` is empty when profiling asked for it (no ncu, no permission)."""
 
+    @property
+    def reward(self) -> float:
+        """What the search maximizes for this verdict, and what the store records: 0 unless
+        correct and not suspect; else the low end of the speedup's interval when it has one (a
+        conservative bound: a lucky draw of an equal program scores about 1.0 or less), else the
+        speedup."""
+        if not self.correct or self.suspect is not None:
+            return 0.0
+        if self.speedup_interval is not None:
+            return min(self.speedup, self.speedup_interval[0])
+        return self.speedup
+
     def summary(self) -> str:
         """One line for logs and trajectories."""
         if not self.compiled:

@@ -5,11 +5,12 @@ reported result carries its interval. Scripted measurements: no timing, no noise
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 
 from maxcode.report import run_report
 from maxcode.search.api import _run_and_verify, summarize
-from maxcode.search.results import confirms, reward, run_result
+from maxcode.search.results import confirms, run_result
 from maxcode.search.tree import Node
 from maxcode.store import RunStore
 from tests.helpers import ECHO_SUM
@@ -30,10 +31,10 @@ def run(tmp_path: Path, replies: list[str]) -> tuple[RunStore, object, object]:
 
 def test_the_reward_is_the_low_end_of_the_interval_and_old_verdicts_keep_their_speedup() -> None:
     timed = feedback_of(1.06, interval=(0.98, 1.14))
-    assert reward(timed) == 0.98 and not confirms(timed)
-    assert reward(feedback_of(1.06, interval=(1.02, 1.10))) == 1.02
+    assert timed.reward == 0.98 and not confirms(timed)
+    assert feedback_of(1.06, interval=(1.02, 1.10)).reward == 1.02
     exact = feedback_of(1.06)  # no interval: instructions, or a run stored before intervals
-    assert reward(exact) == 1.06 and confirms(exact)
+    assert exact.reward == 1.06 and confirms(exact)
     node = Node("1.0", Node("0", None, 0, ""), 1, "x", feedback=timed)
     assert node.reward == 0.98 and node.speedup == 1.06
 
@@ -60,6 +61,12 @@ def test_a_sure_gain_beats_a_larger_but_noisier_draw(tmp_path: Path) -> None:
     assert summary.best_node == "1.1" and summary.best_speedup == 1.03
     assert summary.verified_node == "1.1" and summary.verified_speedup == 1.05
     assert summary.verified_interval == [1.03, 1.07]
+    # The store's reward column holds what the search maximized, not the point estimate.
+    with sqlite3.connect(tmp_path / "runs.db") as connection:
+        stored = connection.execute(
+            "SELECT reward FROM evaluations WHERE run_id = 'r1' ORDER BY created_at, rowid"
+        ).fetchall()
+    assert [row[0] for row in stored] == [0.99, 1.03]
 
 
 def test_a_lucky_first_draw_that_the_fresh_one_does_not_confirm(tmp_path: Path) -> None:

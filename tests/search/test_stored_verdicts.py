@@ -12,6 +12,7 @@ from pathlib import Path
 from maxcode.report import run_report
 from maxcode.search.api import summarize
 from maxcode.search.program_key import legacy_key
+from maxcode.search.results import evaluation_rewards
 from maxcode.search.results import run_result as _result
 from maxcode.store import RunStore
 from maxcode.store.migrations import MIGRATIONS
@@ -84,7 +85,7 @@ def test_old_verdicts_load_and_are_judged_by_todays_table(tmp_path: Path) -> Non
     store = RunStore(tmp_path / "old.db")  # applies m004_isolation
     record = store.get_run("old1")
     assert record is not None and record.isolation == "" and record.unsafe_isolation is False
-    assert store.evaluation_rewards("old1") == [0.0, 2.0]
+    assert evaluation_rewards(store, "old1") == [0.0, 2.0]
     (voided,) = store.void_results("old1")
     assert voided.node_id == "1.0" and voided.reason == OLD_FLAG
     assert voided.claimed_speedup == 8.0

@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 
 from maxcode.search.api import _run_and_verify, summarize
+from maxcode.search.results import evaluation_rewards
 from tests.helpers import ECHO_SUM
 from tests.search.scripted import ScriptedExecutor, scripted_search
 
@@ -113,7 +114,7 @@ def test_a_suspect_result_is_never_the_best_nor_verified(tmp_path: Path) -> None
             "isolation": "",
         }
     ]
-    assert store.evaluation_rewards("r1") == [1.5, 0.0, 2.0]  # type: ignore[attr-defined]
+    assert evaluation_rewards(store, "r1") == [1.5, 0.0, 2.0]  # type: ignore[arg-type]
 
 
 def test_a_re_verification_that_comes_back_suspect_confirms_nothing(tmp_path: Path) -> None:

@@ -24,16 +24,6 @@ from maxcode.store import RunRecord, RunStore
 from maxcode.types import Feedback
 
 
-def reward(feedback: Feedback) -> float:
-    """What the search maximizes for a verdict: 0 unless correct and not suspect; else the low
-    end of the speedup's interval when it has one (a conservative bound), else the speedup."""
-    if not feedback.correct or feedback.suspect is not None:
-        return 0.0
-    if feedback.speedup_interval is not None:
-        return min(feedback.speedup, feedback.speedup_interval[0])
-    return feedback.speedup
-
-
 def interval_text(speedup: float, interval: tuple[float, float] | None) -> str:
     """``1.23x (95% CI 1.20-1.26)``; just ``1.23x`` without an interval or with an exact one."""
     if interval is None or interval[0] == interval[1]:
@@ -46,7 +36,7 @@ def confirms(feedback: Feedback) -> bool:
     measurement (a suspect verdict confirms nothing) and it is again faster than the
     reference beyond noise: the re-measured interval's low end is above 1x (without an
     interval: the speedup). A program not surely faster is no result (the reference stands)."""
-    return reward(feedback) > 1.0
+    return feedback.reward > 1.0
 
 
 def refutation(feedback: Feedback) -> str:
@@ -62,8 +52,10 @@ def refutation(feedback: Feedback) -> str:
 
 
 def evaluation_rewards(store: RunStore, run_id: str) -> list[float]:
-    """The rewards (``reward``) of a run's evaluations, in the order they were recorded."""
-    return [reward(feedback) for feedback in store.evaluations(run_id)]
+    """The rewards (``Feedback.reward``) of a run's evaluations, in the order they were recorded,
+    judged by today's integrity policy (a void finding of an older run's verdict takes its
+    reward too)."""
+    return [feedback.reward for feedback in store.evaluations(run_id)]
 
 
 @dataclass(frozen=True)
@@ -96,7 +88,7 @@ class RunResult:
 def run_result(store: RunStore, record: RunRecord) -> RunResult:
     """The result of one run from what the store holds."""
     evaluations = store.evaluations(record.run_id)
-    rewards = [reward(feedback) for feedback in evaluations]
+    rewards = [feedback.reward for feedback in evaluations]
     unverified = min(record.best_speedup, max([1.0, *rewards]))
     found_correct = any(value > 0 for value in rewards)
     checks = store.verifications(record.run_id)
@@ -113,7 +105,7 @@ def run_result(store: RunStore, record: RunRecord) -> RunResult:
         return RunResult(1.0, unverified, True, None, found_correct)
     if unverified <= 1:
         return RunResult(unverified, unverified, False, None, found_correct)
-    best = max(evaluations, key=reward)
+    best = max(evaluations, key=lambda feedback: feedback.reward)
     return RunResult(
         unverified, unverified, False, record.best_node_id, found_correct, best.speedup_interval
     )

@@ -7,7 +7,6 @@ from typing import Literal
 
 from maxcode.errors import MaxcodeError
 from maxcode.search.program_key import legacy_key, program_key
-from maxcode.search.results import reward
 from maxcode.store import RunStore
 from maxcode.tasks import load_task
 from maxcode.types import Feedback
@@ -63,10 +62,10 @@ class Node:
         """What the search maximizes: the low end of the speedup's 95% interval (the speedup
         when the measurement has no interval) when correct and not suspect, 0 otherwise; the
         reference scores 1. A noisy draw of a program equal to the reference scores about 1.0
-        or less, so it does not become the best by luck (``maxcode.search.results``)."""
+        or less, so it does not become the best by luck (``Feedback.reward``)."""
         if self.is_root:
             return 1.0
-        return reward(self.feedback) if self.feedback is not None else 0.0
+        return self.feedback.reward if self.feedback is not None else 0.0
 
     @property
     def speedup(self) -> float:

@@ -251,11 +251,6 @@ class RunStore:
         ).fetchall()
         return [_run(row) for row in rows]
 
-    def evaluation_rewards(self, run_id: str) -> list[float]:
-        """Rewards of a run's evaluations, in the order they were recorded (today's integrity
-        policy applied: a void finding of an older run's verdict takes its reward too)."""
-        return [_reward(feedback) for feedback in self.evaluations(run_id)]
-
     def evaluations(self, run_id: str) -> list[Feedback]:
         """A run's verdicts, in the order they were recorded, judged by today's policy."""
         rows = self._execute(
@@ -376,7 +371,7 @@ class RunStore:
             "INSERT INTO evaluations (run_id, eval_key, candidate_sha256, reward,"
             " feedback_json, seconds, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
-                run_id, eval_key, candidate_sha256, _reward(feedback),
+                run_id, eval_key, candidate_sha256, feedback.reward,
                 feedback.model_dump_json(), seconds, time.time(),
             ),
         )  # fmt: skip
@@ -490,11 +485,6 @@ def _load_feedback(text: str) -> Feedback:
     """A stored verdict, judged by today's integrity table: a verdict stored before the policy
     (schema 3 and older, no ``suspect``) whose flags now void it comes back suspect."""
     return apply_policy(Feedback.model_validate_json(text))
-
-
-def _reward(feedback: Feedback) -> float:
-    """The reward of a verdict: its speedup when correct and not suspect, else 0."""
-    return feedback.speedup if feedback.correct and feedback.suspect is None else 0.0
 
 
 def _run(row: tuple[Any, ...]) -> RunRecord:

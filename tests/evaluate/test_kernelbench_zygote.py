@@ -67,6 +67,19 @@ def test_each_pair_of_zygotes_serves_at_most_its_rounds(
     assert [pair.rounds for pair in started] == [2, 2, 1]
 
 
+def test_a_pairs_wall_limit_covers_the_rounds_it_serves_and_no_more() -> None:
+    """A pair serves at most ``ROUNDS_PER_PAIR`` rounds however many the evaluation may run,
+    so its zygotes may not live for the whole evaluation's cap."""
+    from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
+
+    def rounds_covered(settings: KernelBenchSettings) -> float:
+        per_round = 2 * 10.0 + settings.budget_s
+        return (zygote.pair_wall_s(10.0, settings) - zygote._ANSWER_SLACK_S) / per_round
+
+    assert rounds_covered(KernelBenchSettings(rounds=8, most_rounds=24)) == zygote.ROUNDS_PER_PAIR
+    assert rounds_covered(KernelBenchSettings(rounds=3)) == 4  # three and one held
+
+
 _LEAVES_ONE_RUNNING = """import os, subprocess, sys
 def _ours(pid):
     try:

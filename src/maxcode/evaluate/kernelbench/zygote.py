@@ -206,6 +206,15 @@ class Zygote:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
+def pair_wall_s(timeout_s: float, settings: KernelBenchSettings) -> float:
+    """How long a pair of zygotes may live: each round it serves may take both sides' timeouts
+    (``timeout_s``, the task's)
+    and the timing budget; it serves ``ROUNDS_PER_PAIR`` rounds, or the evaluation's cap and
+    one more (a round held for confirmation) when that is fewer."""
+    served = min(settings.round_cap + 1, ROUNDS_PER_PAIR)
+    return served * (2 * timeout_s + settings.budget_s) + _ANSWER_SLACK_S
+
+
 def _read_bytes(path: Path, limit: int) -> bytes:
     try:
         with open(path, "rb") as handle:
@@ -233,13 +242,14 @@ class Zygotes:
         cpu: int | None,
         paths: list[Path],
     ) -> Zygotes:
-        """Both zygotes, started together on ``cpu`` (as a round's two workers are), for at
-        most ``settings.round_cap`` rounds and one more (a round held for confirmation)."""
+        """Both zygotes, started together on ``cpu`` (as a round's two workers are), for the
+        rounds one pair serves: ``ROUNDS_PER_PAIR``, or fewer when the evaluation's cap (and one
+        more: a round held for confirmation) is below it. Their wall limit is sized for those
+        rounds, so a pair that outlives them is killed."""
         job = Job.write(task, candidate)
         layout = Seeds.fresh().layout  # the evaluation's: the stack and torch's libraries
         runner = WorkerRunner(sandbox, task, settings, job.folder, paths, cpu, layout)
-        per_round = 2 * task.timeout_s + settings.budget_s
-        wall_s = (settings.round_cap + 1) * per_round + _ANSWER_SLACK_S
+        wall_s = pair_wall_s(task.timeout_s, settings)
         reference = Zygote(runner, "reference", cache_folder("ref", task.reference), wall_s)
         return cls(
             job, reference, Zygote(runner, "candidate", cache_folder("cand", candidate), wall_s)

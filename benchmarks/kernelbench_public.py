@@ -28,6 +28,7 @@ Timings need an otherwise idle machine; ``--jobs`` above 1 runs evaluations side
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -299,16 +300,13 @@ def main() -> None:
         # Each row is written as it comes: a pass stopped early (a session's end, a pass of
         # 80 minutes) keeps the rows it ran.
         jsonl = options.jsonl.open("w", encoding="utf-8") if options.jsonl else None
-        try:
+        with jsonl or contextlib.nullcontext():
             for future in futures:
                 rows.append(future.result())
                 print_row(rows[-1])
                 if jsonl is not None:
                     jsonl.write(json.dumps(asdict(rows[-1])) + "\n")
                     jsonl.flush()
-        finally:
-            if jsonl is not None:
-                jsonl.close()
     summary(rows, options.scale)
 
 

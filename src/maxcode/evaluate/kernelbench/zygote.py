@@ -208,9 +208,8 @@ class Zygote:
 
 def pair_wall_s(timeout_s: float, settings: KernelBenchSettings) -> float:
     """How long a pair of zygotes may live: each round it serves may take both sides' timeouts
-    (``timeout_s``, the task's)
-    and the timing budget; it serves ``ROUNDS_PER_PAIR`` rounds, or the evaluation's cap and
-    one more (a round held for confirmation) when that is fewer."""
+    (``timeout_s``, the task's) and the timing budget; it serves ``ROUNDS_PER_PAIR`` rounds, or
+    the evaluation's cap and one more (a round held for confirmation) when that is fewer."""
     served = min(settings.round_cap + 1, ROUNDS_PER_PAIR)
     return served * (2 * timeout_s + settings.budget_s) + _ANSWER_SLACK_S
 

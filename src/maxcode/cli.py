@@ -201,7 +201,8 @@ def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
     envvar="MAXCODE_ROUNDS",
     help="KernelBench: exactly this many timing windows, each with fresh worker processes, "
     "combined into one speedup (default 8, and up to 24 while their speedups scatter unless "
-    "--repeats is set; a search screens with 1 and re-verifies as the default does).",
+    "--repeats is set; MAXCODE_MOST_ROUNDS caps both; a search screens with 1 and re-verifies "
+    "as the default does).",
 )
 @click.option(
     "--check-scale",
@@ -433,6 +434,7 @@ def optimize_command(
     **flags: Any,
 ) -> None:
     """Search for a faster version of TASK's program."""
+    from maxcode.evaluate import check_timing_settings
     from maxcode.search import (
         make_config,
         new_run,
@@ -457,6 +459,9 @@ def optimize_command(
             )
     elif not task:
         raise MaxcodeError("name a TASK to optimize, or --resume RUN_ID")
+    # Timing settings read from the environment when candidates are timed: a bad one is an
+    # error now, before a run is recorded, not at the first evaluation.
+    check_timing_settings()
     store = open_store(store_path)
     if not resume_id:
         assert task is not None

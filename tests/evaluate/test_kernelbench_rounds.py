@@ -290,12 +290,10 @@ def test_a_reported_evaluation_adds_rounds_only_when_timed_adaptively(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """``maxcode eval`` and re-verification: without ``--repeats`` or ``--rounds``, rounds go
-    on past ``REPORTED_ROUNDS`` while they scatter (here every spread does); with a fixed
-    number of calls, or of rounds, exactly that many."""
-    import maxcode.evaluate
-
-    monkeypatch.setattr(maxcode.evaluate, "REPORTED_ROUNDS", 2)
-    monkeypatch.setattr(maxcode.evaluate, "MOST_ROUNDS", 3)
+    on past ``REPORTED_ROUNDS`` while they scatter (here every spread does), up to
+    ``MAXCODE_MOST_ROUNDS``; with a fixed number of calls, or of rounds, exactly that many."""
+    monkeypatch.setattr(rounds, "REPORTED_ROUNDS", 2)
+    monkeypatch.setenv("MAXCODE_MOST_ROUNDS", "3")
     monkeypatch.setattr(rounds, "SCATTER", 0.0)
     task = load_task(str(PROBLEM))
     honest = (CHEATS / "honest.py").read_text()
@@ -305,6 +303,39 @@ def test_a_reported_evaluation_adds_rounds_only_when_timed_adaptively(
     fixed = evaluate_task(task, honest, repeats=20, reported=True)
     assert fixed.correct and fixed.rounds == 2, fixed.error
     assert evaluate_task(task, honest, rounds=1, reported=True).rounds == 1
+
+
+def test_the_most_rounds_setting_caps_a_reported_evaluation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``MAXCODE_MOST_ROUNDS`` bounds what a reported evaluation costs: unset, the defaults;
+    below ``REPORTED_ROUNDS``, the count itself, timed adaptively or not (what ``evaluate_task``
+    runs: the test above)."""
+    monkeypatch.delenv("MAXCODE_MOST_ROUNDS")
+    assert rounds.reported_rounds(adaptive=True) == (REPORTED_ROUNDS, MOST_ROUNDS)
+    assert rounds.reported_rounds(adaptive=False) == (REPORTED_ROUNDS, None)
+    monkeypatch.setenv("MAXCODE_MOST_ROUNDS", "2")
+    assert rounds.reported_rounds(adaptive=True) == (2, 2)
+    assert rounds.reported_rounds(adaptive=False) == (2, None)
+    monkeypatch.setenv("MAXCODE_MOST_ROUNDS", str(REPORTED_ROUNDS + 1))
+    assert rounds.reported_rounds(adaptive=False) == (REPORTED_ROUNDS, None)
+
+
+@pytest.mark.parametrize("value", ["0", "many", "2.5"])
+def test_a_bad_most_rounds_setting_is_one_line_of_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, value: str
+) -> None:
+    """From ``eval``, and from ``optimize`` before it records a run."""
+    monkeypatch.setenv("MAXCODE_MOST_ROUNDS", value)
+    store = tmp_path / "runs.db"
+    for done in (
+        run_maxcode("eval", str(PROBLEM), str(CHEATS / "honest.py")),
+        run_maxcode("optimize", str(PROBLEM), "--depth", "1", "--store", str(store)),
+    ):
+        assert done.returncode == 2, done.stdout
+        assert done.stderr.startswith("error: MAXCODE_MOST_ROUNDS"), done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not store.exists()
 
 
 def test_rounds_are_refused_for_a_cpp_task(tmp_path: Path) -> None:

@@ -8,14 +8,14 @@ from typing import cast
 from maxcode.errors import MaxcodeError
 from maxcode.evaluate.build import CompileResult, build_cpp
 from maxcode.evaluate.compare import Comparison, compare_output
-from maxcode.evaluate.cpp import evaluate_cpp
+from maxcode.evaluate.cpp import evaluate_cpp, timing_budget_s
 from maxcode.evaluate.kernelbench import (
     KernelBenchSettings,
     build_kernelbench,
     evaluate_kernelbench,
     needs_build,
 )
-from maxcode.evaluate.kernelbench.rounds import MOST_ROUNDS, REPORTED_ROUNDS
+from maxcode.evaluate.kernelbench.rounds import reported_rounds
 from maxcode.evaluate.sandbox import Isolation, Limits, Sandbox, SandboxResult, detect_isolation
 from maxcode.tasks import Task, load_task
 from maxcode.types import Feedback, Metric
@@ -28,6 +28,7 @@ __all__ = [
     "Sandbox",
     "SandboxResult",
     "build_cpp",
+    "check_timing_settings",
     "compare_output",
     "detect_isolation",
     "evaluate",
@@ -69,8 +70,8 @@ def evaluate_task(
     reported (``maxcode eval``, re-verification), not a screen of a search's candidate: timed
     to a narrower interval (C++: within larger caps, ``cpp.REPORTED``; KernelBench: in
     ``rounds`` rounds when given, else ``REPORTED_ROUNDS``, and with ``repeats`` unset more
-    while they scatter, up to ``MOST_ROUNDS``); project tasks time their fixed ``repeats``
-    either way."""
+    while they scatter, up to ``MOST_ROUNDS``; ``MAXCODE_MOST_ROUNDS`` caps both,
+    ``rounds.reported_rounds``); project tasks time their fixed ``repeats`` either way."""
     if check_scale is not None and task.kind != "kernelbench":
         raise MaxcodeError(f"{task.name}: --check-scale is for KernelBench tasks")
     if task.kind == "cpp":
@@ -107,6 +108,8 @@ def evaluate_task(
     if task.kind == "kernelbench":
         if metric != "wall":
             raise MaxcodeError(f"{task.name}: KernelBench tasks are timed (--metric wall)")
+        # Adaptive: a reported number's rounds go on while they scatter.
+        least, most = reported_rounds(adaptive=rounds is None and repeats is None)
         settings = KernelBenchSettings(
             device=device,
             trials=repeats,
@@ -115,15 +118,21 @@ def evaluate_task(
             compile_only=compile_only,
             profile=profile,
             backend=backend,
-            rounds=rounds or (REPORTED_ROUNDS if reported else 1),
-            # Adaptive: a reported number's rounds go on while they scatter.
-            most_rounds=MOST_ROUNDS if reported and rounds is None and repeats is None else None,
+            rounds=rounds or (least if reported else 1),
+            most_rounds=most if reported and rounds is None else None,
             check_scale=check_scale,
         )
         return evaluate_kernelbench(
             task, candidate_source, settings=settings, sandbox=sandbox, cpu=cpu
         )
     raise MaxcodeError(f"{task.name}: unknown task kind {task.kind}")
+
+
+def check_timing_settings() -> None:
+    """Raise ``TaskError`` for a malformed ``MAXCODE_TIMING_BUDGET_S`` or
+    ``MAXCODE_MOST_ROUNDS``, which each evaluation reads when it times."""
+    timing_budget_s()
+    reported_rounds(adaptive=True)
 
 
 def prebuild_task(

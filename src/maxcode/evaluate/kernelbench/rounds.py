@@ -51,8 +51,10 @@ round's own speedup, interval and the two sides' median calls are kept in ``per_
 from __future__ import annotations
 
 import math
+import os
 import statistics
 
+from maxcode.errors import TaskError
 from maxcode.evaluate.integrity import category_of, finding, void_findings
 from maxcode.evaluate.kernelbench.schedule import t_quantile
 from maxcode.types import Feedback, RoundSpeedup
@@ -82,6 +84,24 @@ square root of their count) at which a reported evaluation stops adding rounds. 
 ``MOST_ROUNDS``. The rounds' own intervals cannot tell it: each carries
 the time charged outside the calls and ``PROCESS_BIAS`` and is several times wider than the
 rounds' spread (an identical ``4_Softmax``: rounds of +-5-10% that scatter 2.4%)."""
+
+
+def reported_rounds(adaptive: bool) -> tuple[int, int | None]:
+    """The rounds of a reported evaluation: the least, and the most when ``adaptive`` (None:
+    exactly the least). ``MAXCODE_MOST_ROUNDS`` (a positive whole number) caps both, for a
+    user who pays for every second of a search's re-verification (and for the test suite):
+    ``REPORTED_ROUNDS`` and ``MOST_ROUNDS`` by default; below ``REPORTED_ROUNDS`` it is the
+    count, and a speedup of fewer rounds samples fewer pairs of worker processes (a wider
+    interval, never a weaker check: every round is still a whole evaluation)."""
+    value = os.environ.get("MAXCODE_MOST_ROUNDS", "")
+    try:
+        cap = int(value) if value else MOST_ROUNDS
+    except ValueError:
+        raise TaskError(f"MAXCODE_MOST_ROUNDS: not a whole number of rounds: {value!r}") from None
+    if cap < 1:
+        raise TaskError(f"MAXCODE_MOST_ROUNDS must be at least 1, not {value!r}")
+    least = min(REPORTED_ROUNDS, cap)
+    return least, (cap if adaptive else None)
 
 
 def clean(feedback: Feedback) -> bool:

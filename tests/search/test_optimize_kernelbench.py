@@ -58,7 +58,7 @@ def test_optimize_a_kernelbench_problem_with_an_llm(server: FakeLLMServer, tmp_p
     done = optimize(
         str(problem), "--model", "openai/gpt-4o-mini", "--base-url", server.url,
         "--method", "cuda-llm", "--observation", "feedback,trajectory,critique,best",
-        "--depth", "2", "--candidates", "2",
+        "--depth", "2", "--candidates", "2", "--profile",
         "--store", str(tmp_path / "runs.db"), "--output", str(best), "--json",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

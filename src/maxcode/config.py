@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+from maxcode.errors import TaskError
+
+T = TypeVar("T", int, float)
 
 
 def maxcode_home() -> Path:
@@ -19,3 +25,19 @@ def cache_dir(kind: str) -> Path:
     folder = maxcode_home() / "cache" / kind
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def positive_setting(name: str, parse: Callable[[str], T], default: T, kind: str) -> T:
+    """The number a ``MAXCODE_*`` variable sets, read with ``parse`` (``default`` when it is
+    unset or empty); a ``TaskError`` naming it when its value is not ``kind`` (``a number of
+    seconds``) or not above 0."""
+    value = os.environ.get(name, "")
+    if not value:
+        return default
+    try:
+        number = parse(value)
+    except ValueError:
+        raise TaskError(f"{name}: not {kind}: {value!r}") from None
+    if not number > 0:
+        raise TaskError(f"{name} must be positive, not {value!r}")
+    return number

@@ -108,8 +108,10 @@ def evaluate_task(
     if task.kind == "kernelbench":
         if metric != "wall":
             raise MaxcodeError(f"{task.name}: KernelBench tasks are timed (--metric wall)")
-        # Adaptive: a reported number's rounds go on while they scatter.
-        least, most = reported_rounds(adaptive=rounds is None and repeats is None)
+        # A screen runs one round; a reported number's go on while they scatter (adaptive).
+        least, most = (
+            reported_rounds(adaptive=repeats is None) if reported and rounds is None else (1, None)
+        )
         settings = KernelBenchSettings(
             device=device,
             trials=repeats,
@@ -118,8 +120,8 @@ def evaluate_task(
             compile_only=compile_only,
             profile=profile,
             backend=backend,
-            rounds=rounds or (least if reported else 1),
-            most_rounds=most if reported and rounds is None else None,
+            rounds=rounds or least,
+            most_rounds=most,
             check_scale=check_scale,
         )
         return evaluate_kernelbench(

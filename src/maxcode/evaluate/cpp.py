@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
-from maxcode.config import cache_dir
+from maxcode.config import cache_dir, positive_setting
 from maxcode.errors import TaskError
 from maxcode.evaluate.build import BINARY_NAME, SOURCE_NAME, CompileResult, build_cpp
 from maxcode.evaluate.compare import compare_output
@@ -689,15 +689,8 @@ def timing_budget_s(reported: bool = False) -> float:
     """Seconds of timed runs one evaluation may spend before it stops adding rounds:
     ``MAXCODE_TIMING_BUDGET_S`` when set (a positive number), else ``WALL_BUDGET_S`` (times
     ``REPORTED`` for a reported speedup)."""
-    value = os.environ.get("MAXCODE_TIMING_BUDGET_S", "")
     default = WALL_BUDGET_S * REPORTED if reported else WALL_BUDGET_S
-    try:
-        budget = float(value) if value else default
-    except ValueError:
-        raise TaskError(f"MAXCODE_TIMING_BUDGET_S: not a number of seconds: {value!r}") from None
-    if not budget > 0:
-        raise TaskError(f"MAXCODE_TIMING_BUDGET_S must be positive, not {value!r}")
-    return budget
+    return positive_setting("MAXCODE_TIMING_BUDGET_S", float, default, "a number of seconds")
 
 
 def usable_cpus() -> list[int]:

@@ -51,10 +51,9 @@ round's own speedup, interval and the two sides' median calls are kept in ``per_
 from __future__ import annotations
 
 import math
-import os
 import statistics
 
-from maxcode.errors import TaskError
+from maxcode.config import positive_setting
 from maxcode.evaluate.integrity import category_of, finding, void_findings
 from maxcode.evaluate.kernelbench.schedule import t_quantile
 from maxcode.types import Feedback, RoundSpeedup
@@ -93,13 +92,7 @@ def reported_rounds(adaptive: bool) -> tuple[int, int | None]:
     ``REPORTED_ROUNDS`` and ``MOST_ROUNDS`` by default; below ``REPORTED_ROUNDS`` it is the
     count, and a speedup of fewer rounds samples fewer pairs of worker processes (a wider
     interval, never a weaker check: every round is still a whole evaluation)."""
-    value = os.environ.get("MAXCODE_MOST_ROUNDS", "")
-    try:
-        cap = int(value) if value else MOST_ROUNDS
-    except ValueError:
-        raise TaskError(f"MAXCODE_MOST_ROUNDS: not a whole number of rounds: {value!r}") from None
-    if cap < 1:
-        raise TaskError(f"MAXCODE_MOST_ROUNDS must be at least 1, not {value!r}")
+    cap = positive_setting("MAXCODE_MOST_ROUNDS", int, MOST_ROUNDS, "a whole number of rounds")
     least = min(REPORTED_ROUNDS, cap)
     return least, (cap if adaptive else None)
 

@@ -256,19 +256,19 @@ def test_a_candidate_that_patches_the_harness_clock_is_caught_by_host_time() -> 
     assert feedback.claimed_speedup is not None and feedback.claimed_speedup > 0
 
 
-def test_a_harness_clock_slowed_by_less_than_half_is_charged_what_it_left_out() -> None:
+def test_a_harness_clock_slowed_by_less_than_half_gains_nothing() -> None:
     """``slow_harness_clock.py`` runs the harness's clock at 0.6 of real time: its claims
     explain more than half of the window, so the clock check passes it, and its claimed
-    speedup (about 1.67x for the reference's own work) scored unflagged at 1.52-1.77 in 3 of 8
-    evaluations (host time charged the other 5). What the slow clock leaves out is time
-    between the calls, inside the markers, that the reference's chunks do not have: the
-    worker's CPU clock sees it, and it is charged to the candidate (``outside:``, naming the
-    part).
+    speedup (about 1.67x for the reference's own work) once scored unflagged at 1.52-1.77, and
+    beside a spinning core kept a low end of 1.09 after what it left out was charged. On a CPU
+    the reward counts the worker's CPU clock over the same calls, which the candidate cannot
+    touch, and says so when the claims give more (``clock:``): by a ratio of two clocks over
+    the same chunks, 1.6-1.7 idle and beside a spinning core, against the finding's 1.25.
 
     The fixture sits at the clock check's edge on purpose (its claims explain about half of
-    the CPU time per call), so a draw of noise decides which of the two catches it: a fresh
-    clone's CI saw 0.144 ms claimed against 0.293 ms of CPU time and voided it (``timing:``).
-    Either way the claim gains nothing; the test asserts that, and which part was named."""
+    the CPU time per call), so a draw of noise may void it instead (``timing:``): a fresh
+    clone's CI saw 0.144 ms claimed against 0.293 ms of CPU time. Either way the claim is not
+    the reward."""
     feedback = judge(CHEATS / "slow_harness_clock.py")
     assert feedback.correct, feedback.error
     if feedback.suspect is not None:
@@ -276,14 +276,9 @@ def test_a_harness_clock_slowed_by_less_than_half_is_charged_what_it_left_out() 
         assert feedback.suspect.startswith("timing:"), feedback.flags
         assert feedback.speedup == 0.0
         return
-    charged = [flag for flag in feedback.flags if flag.startswith("outside:")]
-    assert charged, feedback.flags
-    if "not surely above 0" not in charged[0]:
-        # Surely charged: to the part the slow clock leaves out. (Beside a busy suite, the
-        # pairs were once too noisy to be sure of any part, and the noisiest, making the
-        # inputs, was named with the low end charged: the claim gained nothing either way.)
-        assert "between the calls" in charged[0], feedback.flags
+    assert any(flag.startswith("clock:") for flag in feedback.flags), feedback.flags
     assert feedback.speedup_interval is not None
+    # The reference's own work, by the CPU clock: far from the claim's 1.67x.
     assert feedback.speedup_interval[0] < 1.5, (feedback.speedup_interval, feedback.timings)
 
 

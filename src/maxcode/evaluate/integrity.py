@@ -100,6 +100,12 @@ RULES: dict[str, Rule] = {
             "candidate (KernelBench)",
         ),
         Rule(
+            "clock",
+            "warn",
+            "in-process timings claim more speedup than the worker's CPU clock over the same "
+            "calls, which the reward counts (KernelBench on a CPU)",
+        ),
+        Rule(
             "rounds",
             "warn",
             "a round set aside: its speedup far outside the other rounds', or a `hidden:` void "

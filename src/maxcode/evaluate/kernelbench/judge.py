@@ -16,7 +16,8 @@ turned back on or holds (``memory``), the speed of light on CUDA (``implausible`
 capped).
 
 The speedup is the paired estimate of ``schedule.paired_speedup`` (the geometric mean of the
-ratios of the two sides' chunk means, chunk by chunk) with its 95% interval; the candidate's
+ratios of the two sides' chunk means, chunk by chunk; on a CPU, of the worker's CPU clock per
+call over each chunk, ``Judge._paired``) with its 95% interval; the candidate's
 cost is the reference's median over it, so reference cost / candidate cost is the speedup.
 """
 
@@ -36,6 +37,7 @@ from maxcode.evaluate.kernelbench.outputs import MISSING, Comparison
 from maxcode.evaluate.kernelbench.roofline import cap_at_light, roofline
 from maxcode.evaluate.kernelbench.runner import Side, last_line, limit_message
 from maxcode.evaluate.kernelbench.schedule import (
+    PairedEstimate,
     PairedExcess,
     TimedPlan,
     paired_excess,
@@ -84,6 +86,11 @@ time, a program hogging the timing CPU still pushed every reference chunk below 
 the reference's host time, 0 of 3 were charged there; the slowed harness clock
 (``slow_harness_clock.py``) still gains nothing: charged between its calls in 3 of 3 idle, and
 beside that hog its interval's low end stayed below 1.0 in 3 of 3."""
+CLAIM_SHORT = 0.25
+"""In-process timings that give the candidate more than this share above the speedup by the
+worker's CPU clock over the same chunks are shown (``clock``): an honest worker's claims are
+wall time, at least its CPU time, on both sides alike. Beside a load the two sides' claims are
+stretched unevenly by preemption, so the share is wide; a clock slowed to 0.6 shows 1.67x."""
 CPU_SHARE = 1.5
 CPU_SLACK_S = 0.5
 """CPU time of the candidate's whole process tree may exceed its busy wall time (its run's wall
@@ -295,9 +302,7 @@ class Judge:
             timings["harness"] = _stats(ref_times["overhead"], None)
         floor = 1e-7
         reference_cost = max(timings["reference"].median_s, floor)
-        paired = paired_speedup(
-            reference.conversation.chunk_times("K"), candidate.conversation.chunk_times("K")
-        ).with_process_bias(PROCESS_BIAS)
+        paired = self._paired(reference, candidate)
         speedup = max(paired.speedup, 1e-12)
         candidate_cost = reference_cost / speedup
         interval = None
@@ -318,6 +323,8 @@ class Judge:
             likely: tuple[str, str, PairedExcess] | None = None
             parts = []
             for part, by_clock in excesses.items():
+                if part == OUTSIDE_PARTS[1] and self.settings.device == "cpu":
+                    continue  # in the CPU clock's cost of the calls already (``_paired``)
                 sure = [e.seconds for e in by_clock.values() if e.low is not None and e.low > 0]
                 charge = max(sure, default=0.0)
                 cost += charge
@@ -387,6 +394,46 @@ class Judge:
             profile_seconds=profile_seconds,
             roofline=light,
         )
+
+    def _paired(self, reference: Side, candidate: Side) -> PairedEstimate:
+        """The speedup from the chunk pairs. On a CPU, a chunk's cost is the worker's CPU
+        clock between its markers per call (``Conversation.cpu_rates``, read by the parent),
+        less the harness's own loop around each call (the reference's identity chunks: their
+        CPU time less their claims, the least of them): what the calls cost by a clock the
+        candidate cannot touch, whatever its in-process clock claims. A clock that runs slow
+        by any factor (``slow_harness_clock.py``) claims less than the work, and the window
+        check voids only what explains less than ``HOST_SHARE`` of it; counting the CPU clock
+        closes the rest, idle or beside a load (the time another program holds the CPU is in
+        neither side's CPU clock, where it was in both sides' claims, unevenly). A worker
+        pinned to one CPU and blocked outside its turns spends CPU time only on its own work;
+        work moved to other processes is ``untracked``, to other threads ``threads``. When
+        the claims fall short of that clock by more than ``CLAIM_SHORT`` of the speedup, the
+        finding (``clock``) says so. On a GPU the kernels run on no CPU clock: the claims
+        (CUDA events), checked against host time (``_clock_lie``)."""
+        assert reference.conversation is not None and candidate.conversation is not None
+        claimed = paired_speedup(
+            reference.conversation.chunk_times("K"), candidate.conversation.chunk_times("K")
+        )
+        ours, theirs = candidate.conversation.cpu_rates("K"), reference.conversation.cpu_rates("K")
+        if self.settings.device != "cpu" or not ours or not theirs:
+            return claimed.with_process_bias(PROCESS_BIAS)
+        identity = reference.conversation.cpu_rates("O") or []
+        loops = [
+            rate - statistics.fmean(times)
+            for rate, times in zip(identity, reference.conversation.chunk_times("O"))
+            if times
+        ]
+        loop = max(min(loops, default=0.0), 0.0)
+        by_cpu = paired_speedup(
+            [[max(rate - loop, 0.0)] for rate in theirs], [[max(rate - loop, 0.0)] for rate in ours]
+        )
+        if by_cpu.speedup > 0 and claimed.speedup > by_cpu.speedup * (1 + CLAIM_SHORT):
+            self.verdict.flag(
+                "clock",
+                f"the in-process timings claim {claimed.speedup:.2f}x, the worker's CPU clock "
+                f"over the same calls {by_cpu.speedup:.2f}x: the CPU clock's is the reward",
+            )
+        return by_cpu.with_process_bias(PROCESS_BIAS)
 
     def _host_check(
         self, reference: Side, candidate: Side, timings: dict[str, TimingStats]

@@ -83,9 +83,8 @@ time, a program hogging the timing CPU still pushed every reference chunk below 
 -0.8 ms per call for a row-by-row reference of 0.9 ms calls, 2026-11-29) and an honest rewrite
 19x faster was void (``hidden:``, surely 0.55 ms more between its calls) in 4 of 4 evaluations
 (the likely cause of a fresh clone's CI failing once, beside the suite's other worker). Against
-the reference's host time, 0 of 3 were charged there; the slowed harness clock
-(``slow_harness_clock.py``) still gains nothing: charged between its calls in 3 of 3 idle, and
-beside that hog its interval's low end stayed below 1.0 in 3 of 3."""
+the reference's host time, 0 of 3 were charged there. On a CPU this part is not charged (the
+reward's CPU clock over the markers holds it, ``Judge._paired``); it counts towards ``hidden``."""
 CLAIM_SHORT = 0.25
 """In-process timings that give the candidate more than this share above the speedup by the
 worker's CPU clock over the same chunks are shown (``clock``): an honest worker's claims are
@@ -416,6 +415,7 @@ class Judge:
         )
         ours, theirs = candidate.conversation.cpu_rates("K"), reference.conversation.cpu_rates("K")
         if self.settings.device != "cpu" or not ours or not theirs:
+            # (On a CPU, clocks that could not be read void the verdict: ``_clock_lie``.)
             return claimed.with_process_bias(PROCESS_BIAS)
         identity = reference.conversation.cpu_rates("O") or []
         loops = [

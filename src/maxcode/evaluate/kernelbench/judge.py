@@ -322,8 +322,6 @@ class Judge:
             likely: tuple[str, str, PairedExcess] | None = None
             parts = []
             for part, by_clock in excesses.items():
-                if part == OUTSIDE_PARTS[1] and self.settings.device == "cpu":
-                    continue  # in the CPU clock's cost of the calls already (``_paired``)
                 sure = [e.seconds for e in by_clock.values() if e.low is not None and e.low > 0]
                 charge = max(sure, default=0.0)
                 cost += charge
@@ -395,20 +393,19 @@ class Judge:
         )
 
     def _paired(self, reference: Side, candidate: Side) -> PairedEstimate:
-        """The speedup from the chunk pairs. On a CPU, a chunk's cost is the worker's CPU
-        clock between its markers per call (``Conversation.cpu_rates``, read by the parent),
-        less the harness's own loop around each call (the reference's identity chunks: their
-        CPU time less their claims, the least of them): what the calls cost by a clock the
-        candidate cannot touch, whatever its in-process clock claims. A clock that runs slow
-        by any factor (``slow_harness_clock.py``) claims less than the work, and the window
-        check voids only what explains less than ``HOST_SHARE`` of it; counting the CPU clock
-        closes the rest, idle or beside a load (the time another program holds the CPU is in
-        neither side's CPU clock, where it was in both sides' claims, unevenly). A worker
-        pinned to one CPU and blocked outside its turns spends CPU time only on its own work;
-        work moved to other processes is ``untracked``, to other threads ``threads``. When
-        the claims fall short of that clock by more than ``CLAIM_SHORT`` of the speedup, the
-        finding (``clock``) says so. On a GPU the kernels run on no CPU clock: the claims
-        (CUDA events), checked against host time (``_clock_lie``)."""
+        """The speedup from the chunk pairs. On a CPU, a chunk's cost is the worker's CPU clock
+        between its markers per call (``Conversation.cpu_rates``, read by the parent), less the
+        harness's own loop around each call (the least of the reference's identity chunks' CPU time
+        between the calls, ``Conversation.outside``): what the calls cost by a clock the candidate
+        cannot touch, whatever its in-process clock claims. A clock that runs slow by any factor
+        (``slow_harness_clock.py``) claims less than the work, and the window check voids only what
+        explains less than ``HOST_SHARE`` of it; counting the CPU clock closes the rest, idle or
+        beside a load (the time another program holds the CPU is in neither side's CPU clock, where
+        it was in both sides' claims, unevenly). A worker pinned to one CPU and blocked outside its
+        turns spends CPU time only on its own work; work moved to other processes is ``untracked``,
+        to other threads ``threads``. When the claims fall short of that clock by more than
+        ``CLAIM_SHORT`` of the speedup, the finding (``clock``) says so. On a GPU the kernels run on
+        no CPU clock: the claims (CUDA events), checked against host time (``_clock_lie``)."""
         assert reference.conversation is not None and candidate.conversation is not None
         claimed = paired_speedup(
             reference.conversation.chunk_times("K"), candidate.conversation.chunk_times("K")
@@ -417,13 +414,8 @@ class Judge:
         if self.settings.device != "cpu" or not ours or not theirs:
             # (On a CPU, clocks that could not be read void the verdict: ``_clock_lie``.)
             return claimed.with_process_bias(PROCESS_BIAS)
-        identity = reference.conversation.cpu_rates("O") or []
-        loops = [
-            rate - statistics.fmean(times)
-            for rate, times in zip(identity, reference.conversation.chunk_times("O"))
-            if times
-        ]
-        loop = max(min(loops, default=0.0), 0.0)
+        identity = reference.conversation.outside("O", "cpu") or {}
+        loop = max(min(identity.get(OUTSIDE_PARTS[1], []), default=0.0), 0.0)
         by_cpu = paired_speedup(
             [[max(rate - loop, 0.0)] for rate in theirs], [[max(rate - loop, 0.0)] for rate in ours]
         )
@@ -449,9 +441,10 @@ class Judge:
         included, with the noise of everything else the machine runs) and the worker's CPU
         time (every thread of the worker's process on any CPU, little of the load's noise).
         Returns the excesses per call by part and clock, which the caller charges to the
-        candidate (none when the verdict is void already). An excess surely above the work
-        claimed (the interval's low end) is also void: most of the work was hidden. No
-        stamps, no reward."""
+        candidate (none when the verdict is void already; on a CPU not the part between the
+        calls, which the reward's CPU clock holds already, ``_paired``). An excess surely
+        above the work claimed (the interval's low end) is also void: most of the work was
+        hidden. No stamps, no reward."""
         assert reference.conversation is not None and candidate.conversation is not None
         calls = timings["candidate"].trials
         window = timings["candidate"].host_s
@@ -510,6 +503,8 @@ class Judge:
                 f"{hidden * 1e3:.3f} ms per call more than the reference ({said}; the 95% "
                 f"intervals' low ends), beside the {claimed * 1e3:.3f} ms it claimed",
             )
+        if self.settings.device == "cpu":
+            del excesses[between]
         return excesses
 
     def _clock_lie(

@@ -72,14 +72,18 @@ def test_answers_made_while_the_harness_makes_inputs_are_seen_by_host_time(
     so are in-process timings that the host's clock does not bear out (``timing``) and a
     worker that spent more CPU time than host time (``parallel``); were the noise to blur
     that, the likely hidden time is still charged to what selection uses, and said
-    (``outside:``)."""
+    (``outside:``). A draw where ``hook_thread.py``'s helper loses the race leaves the work
+    to the timed call, which waits for it (0.03x-0.06x measured, no finding): what selection
+    uses then stays below the bound the other cheats are held to."""
     feedback = judge(fixture, isolation, scale=1.0)
     assert feedback.correct, feedback.error
     if feedback.suspect is not None:
         assert_no_clean_reward(feedback)
         assert feedback.suspect.startswith(("hidden:", "timing:", "parallel:")), feedback.suspect
-    else:  # not void: its hidden time charged, which the finding says
-        assert any(flag.startswith("outside:") for flag in feedback.flags), feedback.flags
+    elif not any(flag.startswith("outside:") for flag in feedback.flags):
+        # Not void and nothing charged: nothing was hidden, so nothing was gained.
+        assert feedback.speedup_interval is not None, feedback.flags
+        assert feedback.speedup_interval[0] < 1.5, (feedback.speedup_interval, feedback.timings)
 
 
 @pytest.mark.parametrize("isolation", LEVELS)

@@ -26,7 +26,7 @@ import statistics
 import time
 from pathlib import Path
 
-from maxcode.evaluate import evaluate_task
+from maxcode.evaluate import evaluate_task, stats
 from maxcode.evaluate.kernelbench import judge, schedule
 from maxcode.evaluate.kernelbench.settings import (
     CHUNK_S,
@@ -82,7 +82,7 @@ class Counted:
 
     def __init__(self) -> None:
         self.last = 0
-        self.real = schedule.paired_speedup
+        self.real = stats.chunk_pair_speedup
 
     def __enter__(self) -> Counted:
         def counting(reference: list[list[float]], candidate: list[list[float]]) -> object:
@@ -90,11 +90,11 @@ class Counted:
             self.last = estimate.pairs
             return estimate
 
-        schedule.paired_speedup = judge.paired_speedup = counting  # type: ignore[assignment]
+        schedule.chunk_pair_speedup = judge.paired_speedup = counting  # type: ignore[assignment]
         return self
 
     def __exit__(self, *exc: object) -> None:
-        schedule.paired_speedup = judge.paired_speedup = self.real
+        schedule.chunk_pair_speedup = judge.paired_speedup = self.real
 
 
 def problem_path(name: str) -> Path:

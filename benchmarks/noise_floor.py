@@ -6,8 +6,8 @@ that harness away and keeps only what the machine adds: in ONE process, pinned t
 harness times on, one thread, it alternates chunks of calls of two copies of the problem's
 ``Model`` on fresh inputs (made from seeds per chunk, as the workers make them), sized, stopped
 and estimated by the harness's own rules (``chunk_calls``, ``Stopping`` with the default
-timing budget, ``paired_speedup``). Nothing differs between the two sides but the moment they
-run, so the spread of its estimates is the machine's: if it exceeds a target, so must the
+timing budget, ``chunk_pair_speedup``). Nothing differs between the two sides but the moment
+they run, so the spread of its estimates is the machine's: if it exceeds a target, so must the
 harness's at the same budget.
 
 Each repetition runs in a fresh process. Per problem and condition (idle; loaded: one core kept
@@ -67,7 +67,8 @@ while True:
 ONE = r"""
 import copy, importlib.util, json, os, secrets, statistics, sys, time
 import torch
-from maxcode.evaluate.kernelbench.schedule import Stopping, chunk_calls, paired_speedup
+from maxcode.evaluate.kernelbench.schedule import Stopping, chunk_calls
+from maxcode.evaluate.stats import chunk_pair_speedup
 from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
 from maxcode.evaluate.kernelbench.evaluator import timing_cpu
 
@@ -132,7 +133,7 @@ while True:
     seeds = [draw.randrange(2**63) for _ in range(calls)]
     a.append(chunk(first, seeds))
     b.append(chunk(second, seeds))
-estimate = paired_speedup(a, b)
+estimate = chunk_pair_speedup(a, b)
 print(json.dumps({"speedup": estimate.speedup, "pairs": estimate.pairs, "calls": so_far,
                   "seconds": time.perf_counter() - began}))
 """

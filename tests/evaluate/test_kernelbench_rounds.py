@@ -19,6 +19,7 @@ from maxcode.evaluate.kernelbench.rounds import (
     scattered,
     set_aside,
 )
+from maxcode.evaluate.stats import Z975
 from maxcode.tasks import load_task
 from maxcode.types import Feedback, TimingStats
 from tests.helpers import REPO, run_maxcode
@@ -76,8 +77,8 @@ def test_a_round_with_a_wide_interval_moves_the_result_little() -> None:
     # A burst of load, or time outside the calls charged to the low end, in one round only.
     combined = combine([measured(1.0, (0.97, 1.03)), measured(0.55, (1e-6, 0.9))])
     # Weights: the inverse square of each round's width as a standard deviation of the log.
-    narrow = math.log(1.03 / 0.97) / (2 * 1.959964)
-    wide = math.log(0.9 / 1e-6) / (2 * 1.959964)
+    narrow = math.log(1.03 / 0.97) / (2 * Z975)
+    wide = math.log(0.9 / 1e-6) / (2 * Z975)
     share = narrow**-2 / (narrow**-2 + wide**-2)
     assert combined.speedup == pytest.approx(math.exp((1 - share) * math.log(0.55)))
     assert share > 0.999  # the narrow round is nearly all of it

@@ -1,13 +1,10 @@
-"""The KernelBench timing schedule without workers: the paired estimate and its interval, when
-timing stops, and the turns two sides take (threads standing in for the two workers)."""
+"""The KernelBench timing schedule without workers: when timing stops, and the turns two sides
+take (threads standing in for the two workers)."""
 
 from __future__ import annotations
 
-import math
 import threading
 import time
-
-import pytest
 
 from maxcode.evaluate.kernelbench.schedule import (
     CANDIDATE,
@@ -16,82 +13,7 @@ from maxcode.evaluate.kernelbench.schedule import (
     Stopping,
     TimedPlan,
     chunk_calls,
-    paired_excess,
-    paired_speedup,
-    t_quantile,
 )
-from maxcode.evaluate.kernelbench.settings import OUTSIDE_BIAS
-
-
-def test_the_paired_estimate_is_a_geometric_mean_of_chunk_mean_ratios() -> None:
-    reference = [[2.0, 2.0, 8.0], [4.0, 4.0, 4.0]]
-    candidate = [[1.0, 1.0, 1.0], [1.0, 4.0, 1.0]]
-    estimate = paired_speedup(reference, candidate)
-    assert estimate.pairs == 2
-    assert estimate.speedup == pytest.approx(math.sqrt((12.0 / 3.0) * (12.0 / 6.0)))
-    assert estimate.low is not None and estimate.high is not None
-    assert estimate.low < estimate.speedup < estimate.high
-
-
-def test_work_moved_between_the_calls_of_a_chunk_moves_nothing() -> None:
-    """A chunk's inputs all exist before its first call: a candidate can do the whole chunk's
-    work in that call and look up the rest (``look_ahead.py``). The chunk counts whole."""
-    reference = [[1.0] * 8] * 6
-    spread = paired_speedup(reference, [[1.0] * 8] * 6)
-    ahead = paired_speedup(reference, [[8.0] + [1e-6] * 7] * 6)
-    assert ahead.speedup == pytest.approx(spread.speedup, rel=1e-5) == pytest.approx(1.0, rel=1e-5)
-
-
-def test_equal_ratios_give_a_point_interval_and_one_pair_none() -> None:
-    same = paired_speedup([[1.0]] * 5, [[0.5]] * 5)
-    assert same.speedup == pytest.approx(2.0)
-    assert same.low == pytest.approx(2.0) and same.high == pytest.approx(2.0)
-    assert same.narrow()
-    one = paired_speedup([[1.0]], [[1.0]])
-    assert one.low is None and one.high is None and not one.narrow()
-    assert paired_speedup([], []).pairs == 0
-
-
-def test_a_process_bias_widens_the_interval_in_quadrature_but_not_the_stopping() -> None:
-    same = paired_speedup([[1.0]] * 5, [[0.5]] * 5)  # pairs alone: a point interval at 2x
-    wide = same.with_process_bias(0.015)
-    assert wide.speedup == same.speedup and wide.pairs == same.pairs
-    assert wide.low == pytest.approx(2.0 * math.exp(-1.959964 * 0.015))
-    assert wide.high == pytest.approx(2.0 * math.exp(1.959964 * 0.015))
-    assert same.narrow() and not wide.narrow(0.02)  # +-2.9%: timing stops on the pairs' width
-    noisy = paired_speedup([[5.0], [1.0], [1.1], [0.9], [1.05]], [[1.0]] * 5)
-    assert noisy.low is not None and noisy.high is not None
-    half = math.log(noisy.high / noisy.low) / 2
-    widened = noisy.with_process_bias(0.015)
-    assert widened.low is not None and widened.high is not None
-    assert math.log(widened.high / widened.low) / 2 == pytest.approx(
-        math.hypot(half, 1.959964 * 0.015)
-    )
-    assert paired_speedup([[1.0]], [[1.0]]).with_process_bias(0.015).low is None
-
-
-def test_a_pair_hit_on_one_side_only_barely_moves_the_trimmed_estimate() -> None:
-    steady = [[1.0]] * 10
-    hit = paired_speedup([[1.0]] * 9 + [[3.0]], steady)  # one pair 3x off
-    assert hit.pairs == 9  # the first pair warms up
-    assert hit.speedup == pytest.approx(1.0)
-    assert hit.low is not None and hit.high is not None and hit.low <= 1.0 <= hit.high
-
-
-def test_the_interval_is_a_t_interval_on_the_log_ratios() -> None:
-    ratios = [1.0, 1.1, 0.9, 1.05]
-    # A first (warm-up) pair far off is left out: the estimate is the other four's.
-    estimate = paired_speedup([[5.0]] + [[r] for r in ratios], [[1.0]] * 5)
-    logs = [math.log(r) for r in ratios]
-    centre = sum(logs) / 4
-    spread = math.sqrt(sum((x - centre) ** 2 for x in logs) / 3)
-    half = 3.182 * spread / 2
-    assert estimate.low == pytest.approx(math.exp(centre - half))
-    assert estimate.high == pytest.approx(math.exp(centre + half))
-    assert t_quantile(1) == pytest.approx(12.706)
-    assert t_quantile(30) == pytest.approx(2.042, abs=1e-3)
-    assert t_quantile(31) == pytest.approx(2.040, abs=2e-3)  # Cornish-Fisher beyond the table
-    assert t_quantile(10_000) == pytest.approx(1.96, abs=1e-3)
 
 
 def test_fixed_trials_are_exactly_that_many_calls() -> None:
@@ -260,30 +182,3 @@ def test_each_chunk_pads_its_buffers_by_a_draw_both_sides_make_alike() -> None:
     assert len(set(pads)) > 300  # 2,048 possible pads: drawn anew per chunk
     quarters = {4 * pad // CHUNK_PAD_BYTES for pad in pads}
     assert quarters == {0, 1, 2, 3}  # the whole range, not a corner of it
-
-
-def test_outside_time_is_compared_pair_by_pair() -> None:
-    """The excess is the candidate's outside time less the reference's, chunk pair by pair
-    (warm-up pair left out): a shared drift cancels, a constant hidden cost stands out.
-    Whole numbers: the arithmetic is exact."""
-    drifting = [9.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
-    same = paired_excess(drifting, [value + 1 for value in drifting])
-    assert same.seconds == same.low == same.high == 1.0
-    hidden = paired_excess(drifting, [value + 5 + n % 2 for n, value in enumerate(drifting)])
-    assert hidden.seconds == 5.5 and hidden.low is not None and hidden.low > 0
-    assert paired_excess([], []).low is None and paired_excess([1.0], [2.0]).seconds == 1.0
-
-
-def test_a_process_bias_widens_the_outside_excess_in_proportion_to_the_reference() -> None:
-    """A steady 7% difference in making 120 ms of inputs is sure from the pairs alone, not
-    once a process term relative to the reference's time (``OUTSIDE_BIAS``) is added; hidden
-    work that dwarfs the term stays sure."""
-    reference = [120.0 + n % 3 for n in range(10)]
-    biased = [value * 1.07 for value in reference]
-    pairs_alone = paired_excess(reference, biased)
-    assert pairs_alone.low is not None and pairs_alone.low > 0
-    widened = paired_excess(reference, biased, OUTSIDE_BIAS)
-    assert widened.seconds == pairs_alone.seconds
-    assert widened.low is not None and widened.low < 0 < widened.seconds
-    hidden = paired_excess(reference, [value + 40.0 for value in reference], OUTSIDE_BIAS)
-    assert hidden.low is not None and hidden.low > 0

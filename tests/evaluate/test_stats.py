@@ -1,4 +1,5 @@
-"""The paired speedup interval (maxcode.evaluate.stats): pure arithmetic, no timing."""
+"""The paired estimators (maxcode.evaluate.stats): the median-ratio interval of paired rounds,
+and KernelBench's trimmed estimate of paired chunks; pure arithmetic, no timing."""
 
 from __future__ import annotations
 
@@ -7,7 +8,17 @@ import random
 
 import pytest
 
-from maxcode.evaluate.stats import exact, median_rank, paired_speedup, ratio_interval
+from maxcode.evaluate.kernelbench.settings import OUTSIDE_BIAS, TARGET
+from maxcode.evaluate.stats import (
+    Z975,
+    chunk_pair_speedup,
+    exact,
+    median_rank,
+    paired_excess,
+    paired_speedup,
+    ratio_interval,
+    t_quantile,
+)
 
 
 @pytest.mark.parametrize(
@@ -53,3 +64,99 @@ def test_floor_unpaired_and_empty_samples() -> None:
     with pytest.raises(ValueError, match="no samples"):
         paired_speedup([], [])
     assert exact(1.5) == (1.5, 1.5, 1.5, 1)
+
+
+def test_the_paired_estimate_is_a_geometric_mean_of_chunk_mean_ratios() -> None:
+    reference = [[2.0, 2.0, 8.0], [4.0, 4.0, 4.0]]
+    candidate = [[1.0, 1.0, 1.0], [1.0, 4.0, 1.0]]
+    estimate = chunk_pair_speedup(reference, candidate)
+    assert estimate.pairs == 2
+    assert estimate.speedup == pytest.approx(math.sqrt((12.0 / 3.0) * (12.0 / 6.0)))
+    assert estimate.low is not None and estimate.high is not None
+    assert estimate.low < estimate.speedup < estimate.high
+
+
+def test_work_moved_between_the_calls_of_a_chunk_moves_nothing() -> None:
+    """A chunk's inputs all exist before its first call: a candidate can do the whole chunk's
+    work in that call and look up the rest (``look_ahead.py``). The chunk counts whole."""
+    reference = [[1.0] * 8] * 6
+    spread = chunk_pair_speedup(reference, [[1.0] * 8] * 6)
+    ahead = chunk_pair_speedup(reference, [[8.0] + [1e-6] * 7] * 6)
+    assert ahead.speedup == pytest.approx(spread.speedup, rel=1e-5) == pytest.approx(1.0, rel=1e-5)
+
+
+def test_equal_chunk_ratios_give_a_point_interval_and_one_pair_none() -> None:
+    same = chunk_pair_speedup([[1.0]] * 5, [[0.5]] * 5)
+    assert same.speedup == pytest.approx(2.0)
+    assert same.low == pytest.approx(2.0) and same.high == pytest.approx(2.0)
+    assert same.narrow(TARGET)
+    one = chunk_pair_speedup([[1.0]], [[1.0]])
+    assert one.low is None and one.high is None and not one.narrow(TARGET)
+    assert chunk_pair_speedup([], []).pairs == 0
+
+
+def test_a_process_bias_widens_the_interval_in_quadrature_but_not_the_stopping() -> None:
+    same = chunk_pair_speedup([[1.0]] * 5, [[0.5]] * 5)  # pairs alone: a point interval at 2x
+    wide = same.with_process_bias(0.015)
+    assert wide.speedup == same.speedup and wide.pairs == same.pairs
+    assert wide.low == pytest.approx(2.0 * math.exp(-Z975 * 0.015))
+    assert wide.high == pytest.approx(2.0 * math.exp(Z975 * 0.015))
+    assert same.narrow(TARGET) and not wide.narrow(TARGET)  # +-2.9%: stops on the pairs' width
+    noisy = chunk_pair_speedup([[5.0], [1.0], [1.1], [0.9], [1.05]], [[1.0]] * 5)
+    assert noisy.low is not None and noisy.high is not None
+    half = math.log(noisy.high / noisy.low) / 2
+    widened = noisy.with_process_bias(0.015)
+    assert widened.low is not None and widened.high is not None
+    assert math.log(widened.high / widened.low) / 2 == pytest.approx(math.hypot(half, Z975 * 0.015))
+    assert chunk_pair_speedup([[1.0]], [[1.0]]).with_process_bias(0.015).low is None
+
+
+def test_a_pair_hit_on_one_side_only_barely_moves_the_trimmed_estimate() -> None:
+    steady = [[1.0]] * 10
+    hit = chunk_pair_speedup([[1.0]] * 9 + [[3.0]], steady)  # one pair 3x off
+    assert hit.pairs == 9  # the first pair warms up
+    assert hit.speedup == pytest.approx(1.0)
+    assert hit.low is not None and hit.high is not None and hit.low <= 1.0 <= hit.high
+
+
+def test_the_interval_is_a_t_interval_on_the_log_ratios() -> None:
+    ratios = [1.0, 1.1, 0.9, 1.05]
+    # A first (warm-up) pair far off is left out: the estimate is the other four's.
+    estimate = chunk_pair_speedup([[5.0]] + [[r] for r in ratios], [[1.0]] * 5)
+    logs = [math.log(r) for r in ratios]
+    centre = sum(logs) / 4
+    spread = math.sqrt(sum((x - centre) ** 2 for x in logs) / 3)
+    half = 3.182 * spread / 2
+    assert estimate.low == pytest.approx(math.exp(centre - half))
+    assert estimate.high == pytest.approx(math.exp(centre + half))
+    assert t_quantile(1) == pytest.approx(12.706)
+    assert t_quantile(30) == pytest.approx(2.042, abs=1e-3)
+    assert t_quantile(31) == pytest.approx(2.040, abs=2e-3)  # Cornish-Fisher beyond the table
+    assert t_quantile(10_000) == pytest.approx(1.96, abs=1e-3)
+
+
+def test_outside_time_is_compared_pair_by_pair() -> None:
+    """The excess is the candidate's outside time less the reference's, chunk pair by pair
+    (warm-up pair left out): a shared drift cancels, a constant hidden cost stands out.
+    Whole numbers: the arithmetic is exact."""
+    drifting = [9.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    same = paired_excess(drifting, [value + 1 for value in drifting])
+    assert same.seconds == same.low == same.high == 1.0
+    hidden = paired_excess(drifting, [value + 5 + n % 2 for n, value in enumerate(drifting)])
+    assert hidden.seconds == 5.5 and hidden.low is not None and hidden.low > 0
+    assert paired_excess([], []).low is None and paired_excess([1.0], [2.0]).seconds == 1.0
+
+
+def test_a_process_bias_widens_the_outside_excess_in_proportion_to_the_reference() -> None:
+    """A steady 7% difference in making 120 ms of inputs is sure from the pairs alone, not
+    once a process term relative to the reference's time (``OUTSIDE_BIAS``) is added; hidden
+    work that dwarfs the term stays sure."""
+    reference = [120.0 + n % 3 for n in range(10)]
+    biased = [value * 1.07 for value in reference]
+    pairs_alone = paired_excess(reference, biased)
+    assert pairs_alone.low is not None and pairs_alone.low > 0
+    widened = paired_excess(reference, biased, OUTSIDE_BIAS)
+    assert widened.seconds == pairs_alone.seconds
+    assert widened.low is not None and widened.low < 0 < widened.seconds
+    hidden = paired_excess(reference, [value + 40.0 for value in reference], OUTSIDE_BIAS)
+    assert hidden.low is not None and hidden.low > 0

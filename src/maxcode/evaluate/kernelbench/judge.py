@@ -36,13 +36,7 @@ from maxcode.evaluate.kernelbench.channel import OUTSIDE_PARTS
 from maxcode.evaluate.kernelbench.outputs import MISSING, Comparison
 from maxcode.evaluate.kernelbench.roofline import cap_at_light, roofline
 from maxcode.evaluate.kernelbench.runner import Side, last_line, limit_message
-from maxcode.evaluate.kernelbench.schedule import (
-    PairedEstimate,
-    PairedExcess,
-    TimedPlan,
-    paired_excess,
-    paired_speedup,
-)
+from maxcode.evaluate.kernelbench.schedule import TimedPlan
 from maxcode.evaluate.kernelbench.settings import (
     CHECK_SEEDS,
     OUTSIDE_BIAS,
@@ -50,6 +44,8 @@ from maxcode.evaluate.kernelbench.settings import (
     KernelBenchSettings,
 )
 from maxcode.evaluate.sandbox import Sandbox
+from maxcode.evaluate.stats import PairedEstimate, PairedExcess, paired_excess
+from maxcode.evaluate.stats import chunk_pair_speedup as paired_speedup
 from maxcode.tasks.model import Task
 from maxcode.types import ErrorKind, Feedback, ForwardProfile, TestOutcome, TimingStats
 

@@ -2,28 +2,24 @@
 processes, combined into one speedup (``combine``).
 
 Why. Pairing the two sides chunk by chunk cancels a load that drifts, but not a bias that lasts
-a whole worker process: on this project's virtual machine identical ``1_ScaledGELU``
-candidates timed for 400 calls a side (pairs' intervals of +-0.5-1%) still spread 0.9% (sd of
-the log speedup) from one evaluation to the next, and more when the physical pages behind the
-workers' memory were shuffled (2.1%): where a process's memory landed decides how fast it runs
-for its whole life. More calls cannot shrink that; only fresh processes sample it, and ``r``
-rounds divide it by the square root of ``r`` (forked ones sample it too: on a CPU each
-round's workers are forked from a zygote per side, ``zygote.py``). The search screens its
-candidates with one round (cheap, the interval's low end selects); what is reported as a
-result (``maxcode eval``, the search's final re-verification) takes ``REPORTED_ROUNDS``, and
-more while they scatter (``scattered``), up to ``MOST_ROUNDS``, when it is timed adaptively.
+a whole worker process: where a process's memory landed decides how fast it runs for its whole
+life (about 1% from one evaluation to the next on this project's machine). More calls cannot
+shrink that; only fresh processes sample it, and ``r`` rounds divide it by the square root of
+``r`` (forked ones sample it too: on a CPU each round's workers are forked from a zygote per
+side, ``zygote.py``). The search screens its candidates with one round (cheap, the interval's
+low end selects); what is reported as a result (``maxcode eval``, the search's final
+re-verification) takes ``REPORTED_ROUNDS``, and more while they scatter (``scattered``), up to
+``MOST_ROUNDS``, when it is timed adaptively.
 
 Combination. Every round is a whole evaluation: fresh seeds, checks, integrity judgement. The
 first round whose verdict is not a clean correct one (wrong, failed, void) is the evaluation's
 verdict (the evaluator runs no further round), except a round void only by a statistical
 finding of one pair of processes (``CONFIRMED``), which a round of fresh workers must repeat
-to stand (``Tally``). Otherwise the speedup is the weighted geometric
-mean of the rounds' speedups, each weighted by the inverse square of its interval's width (read
-as a standard deviation of the log: half the log width over 1.96); equal widths, equal
-weights. A round whose interval is wide (a burst of load, time outside the calls charged to its
-low end) then moves the result little (unweighted, an identical ``level1/100_HingeLoss`` at
-``--scale 0.1`` once scored 0.736 from two rounds, with an interval of 0.000-2985). Its 95%
-interval:
+to stand (``Tally``). Otherwise the speedup is the weighted geometric mean of the rounds'
+speedups, each weighted by the inverse square of its interval's width (read as a standard
+deviation of the log: half the log width over ``Z975``); equal widths, equal weights. A round
+whose interval is wide (a burst of load, time outside the calls charged to its low end) then
+moves the result little. Its 95% interval:
 
 - the rounds' own intervals as independent errors of the weighted mean: per side, the
   distance of each round's end from its speedup (in log) times its weight's share, root sum of
@@ -35,12 +31,9 @@ interval:
   leave only their spread, with Student's t for ``r - 1`` degrees of freedom.
 
 A round far outside the others is set aside first (``set_aside``; a ``rounds:`` warning names
-it): weights trust each round's interval, and one round can be wrong with a narrow one. In the
-public pass at 4 rounds (2026-11-25) an identical ``level1/45_Average_Pooling_2D`` combined to
-0.602 (0.532-0.674), then 0.991 and 0.983 in two evaluations of four rounds each (every round
-0.969-1.048): the only combination that explains it is one round near 0.5 with a narrow
-interval, weighted several times the others, which the Birge ratio widened but did not move.
-Three rounds are needed to tell which is the odd one.
+it): weights trust each round's interval, and one round can be wrong with a narrow one, weighted
+several times the others, which the Birge ratio widens but does not move. Three rounds are
+needed to tell which is the odd one.
 
 The torch.compile baseline, the profile and the roofline are measured in the first round only;
 ``speedup_vs_compile`` keeps the first round's ratio of compiled to eager time, over the
@@ -55,34 +48,27 @@ import statistics
 
 from maxcode.config import positive_setting
 from maxcode.evaluate.integrity import category_of, finding, void_findings
-from maxcode.evaluate.kernelbench.schedule import t_quantile
+from maxcode.evaluate.stats import Z975, t_quantile
 from maxcode.types import Feedback, RoundSpeedup
 
 REPORTED_ROUNDS = 8
 """The least rounds of an evaluation whose speedup is reported (``maxcode eval``,
-re-verification; exactly these with a fixed number of calls, ``--repeats``). A round's
-window stops near +-2% or at its 2 s cap, and a bias of each pair of worker processes adds to
-that (2-3% a round for ``1_ScaledGELU`` on some days), which only more rounds sample: longer
-windows did not narrow the rounds, more rounds did (2026-11-28: four rounds of 8 s 1.041 max/min
-over six idle evaluations, eight of 2 s 1.018). The figures, and the earlier tries of eight, are
-in ``docs/noise-log.md``."""
+re-verification; exactly these with a fixed number of calls, ``--repeats``). A bias of each
+pair of worker processes adds to every round's error, and only more rounds sample it: longer
+windows did not narrow the combined speedup, more rounds did (``docs/noise-log.md``)."""
 
 MOST_ROUNDS = 24
 """The most rounds of a reported evaluation timed adaptively: past ``REPORTED_ROUNDS`` while
-they scatter (``scattered``). Eight rounds were not enough on every day: on 2026-11-29 the
-rounds of an identical ``4_Softmax`` spread 2.4% (sd of the log), and six evaluations of eight
-rounds spanned 1.026-1.028 (max/min) where sixteen rounds gave 1.010, at 47 s an evaluation
-instead of 25 s. Simulated with that spread, stopping at ``SCATTER`` keeps six evaluations
-within 2% 76% of the time when capped at 16 rounds, 83% at 24 (19 rounds on average)."""
+they scatter (``scattered``): on days when rounds spread more, eight did not keep repeated
+evaluations of an identical candidate within 2% of each other. The cap bounds what an
+evaluation costs then."""
 
 SCATTER = 0.005
 """The standard error of the rounds' mean log speedup (their standard deviation over the
-square root of their count) at which a reported evaluation stops adding rounds. Simulated
-(normal rounds, plain mean), six evaluations of an identical candidate then stay within 2%
-(max/min) 95% of the time when rounds spread 1.5%, in 10 rounds on average; at 2.4%, see
-``MOST_ROUNDS``. The rounds' own intervals cannot tell it: each carries
-the time charged outside the calls and ``PROCESS_BIAS`` and is several times wider than the
-rounds' spread (an identical ``4_Softmax``: rounds of +-5-10% that scatter 2.4%)."""
+square root of their count) at which a reported evaluation stops adding rounds: in simulation
+it keeps repeated evaluations of an identical candidate within 2% of each other. The rounds'
+own intervals cannot tell it: each carries the time charged outside the calls and
+``PROCESS_BIAS`` and is several times wider than the rounds' spread."""
 
 
 def reported_rounds(adaptive: bool) -> tuple[int, int | None]:
@@ -104,13 +90,10 @@ def clean(feedback: Feedback) -> bool:
 
 CONFIRMED = frozenset({"hidden"})
 """Void findings that stand only once a round of fresh workers repeats them: statistical
-verdicts on the pairs of one pair of processes, which a state of one process can fake. An
-identical candidate of the scaled ``level1/26_GELU_`` (inputs that take five times the call
-to make) was void in the public pass of 2026-11-26: "surely at least 23.8 ms per call" more
-time making its inputs than the reference, beside a 16.1 ms call. Its worker made them about
-a third slower for the whole round, a state of that process (rounds of the same problem have
-one side's calls 10% slower in every pair) that ``OUTSIDE_BIAS`` does not cover. A candidate
-that hides its work does so in every round."""
+verdicts on the pairs of one pair of processes, which a state of one process can fake (a
+worker that made its inputs a third slower for a whole round voided an identical candidate,
+beyond what ``OUTSIDE_BIAS`` covers). A candidate that hides its work does so in every
+round."""
 
 
 def needs_confirming(feedback: Feedback) -> bool:
@@ -292,7 +275,7 @@ def _sigmas(rounds: list[Feedback]) -> list[float]:
         assert done.speedup_interval is not None
         low, high = done.speedup_interval
         width = math.log(max(high, 1e-12)) - math.log(max(low, 1e-12))
-        sigmas.append(max(width / (2 * _Z975), SIGMA_FLOOR))
+        sigmas.append(max(width / (2 * Z975), SIGMA_FLOOR))
     return sigmas
 
 
@@ -321,7 +304,6 @@ def _estimate(rounds: list[Feedback]) -> tuple[float, float, float]:
     return centre, math.exp(centre - down), math.exp(centre + up)
 
 
-_Z975 = 1.959964
 _MAD_TO_SIGMA = 1.4826
 """A normal distribution's standard deviation per median absolute deviation."""
 SIGMA_FLOOR = 1e-3

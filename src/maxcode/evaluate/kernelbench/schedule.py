@@ -1,40 +1,21 @@
 """Reference and candidate timed in one window: the shared plan of timed calls, the turns the
-two workers take, when to stop, and the paired estimate of the speedup.
+two workers take, and when to stop.
 
 Both workers are alive together. The parent grants timed chunks in turn, reference chunk 0,
 candidate chunk 0, reference chunk 1, ... on the same seeds (chunk n of both sides holds the
 same inputs), and a worker waits on its descriptor 3 while the other one computes: a load that
 starts during an evaluation hits both sides, and two workers never time each other's work.
-
-The estimator (``paired_speedup``). Per pair n of adjacent chunks (the reference's chunk n and
-the candidate's chunk n, timed back to back), the ratio r_n = mean of the reference's per-call
-seconds in chunk n / mean of the candidate's. The speedup is exp of the 20%-trimmed mean of
-the log r_n (a geometric mean that drops the fifth of pairs at each end); its 95% confidence
-interval is Yuen's t interval for that trimmed mean (winsorized variance, n - 2g - 1 degrees of
-freedom), exp(centre +- half). A chunk counts by its mean, the whole of its calls' time, never
-by an order statistic of its calls: a chunk's inputs all exist before its first call, and a
-candidate that computed every answer of the chunk in its first call (``look_ahead.py``) had
-calls that were mostly lookups, which a median of the calls took for its speed (1,200x, every
-answer right). A call the scheduler interrupted moves its chunk's mean; the trimming takes
-care of that pair. Pairing cancels a load that drifts slower than a pair (tens of
-milliseconds); trimming keeps a pair that a burst hit on one side only (the first chunks' page
-faults, a preemption) from moving the estimate; the log makes the interval symmetric for
-speedups and slowdowns alike.
-The first pair is a warm-up pair, left out once there are three: its chunks are the first on
-the timing CPU after the checks (the reference has just moved there, fresh memory is touched
-for the first time) and were seen off by up to 1.5x either way. It is
-the same quantity as before, reference cost / candidate cost: the reported candidate cost is
-the reference's median over the speedup.
+Chunk n of the two sides is a pair, and the speedup is ``stats.chunk_pair_speedup`` of the
+pairs: pairing cancels a load that drifts slower than a pair (tens of milliseconds).
 
 When to stop (``Stopping``): after each pair, once at least ``MIN_PAIRS`` pairs and the
 device's least number of calls ran, timing stops as soon as the interval lies within
-``TARGET`` (+-2%) of the speedup, or when the calls or the seconds of the timing window reach
+``TARGET`` of the speedup, or when the calls or the seconds of the timing window reach
 their cap. With a fixed number of trials (``--repeats``) exactly that many calls run.
 """
 
 from __future__ import annotations
 
-import math
 import secrets
 import statistics
 import threading
@@ -52,140 +33,11 @@ from maxcode.evaluate.kernelbench.settings import (
     SAMPLED_OUTPUTS,
     TARGET,
 )
+from maxcode.evaluate.stats import PairedEstimate, chunk_pair_speedup
 
 REFERENCE, CANDIDATE = "reference", "candidate"
 OVERHEAD_CHUNKS = 4
 """Chunks of the identity model (phase ``O``, the harness's own cost per call) at most."""
-
-# Two-sided 97.5% quantiles of Student's t for 1..30 degrees of freedom.
-_T975 = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-)  # fmt: skip
-
-
-def t_quantile(degrees: int) -> float:
-    """The 97.5% quantile of Student's t (a table to 30 degrees, Cornish-Fisher beyond)."""
-    if degrees < 1:
-        return math.inf
-    if degrees <= len(_T975):
-        return _T975[degrees - 1]
-    z = 1.959964
-    return z + (z**3 + z) / (4 * degrees) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * degrees**2)
-
-
-@dataclass(frozen=True)
-class PairedEstimate:
-    """The speedup from paired chunks and its 95% confidence interval."""
-
-    speedup: float
-    low: float | None
-    """None with fewer than two pairs."""
-    high: float | None
-    pairs: int
-    """Pairs the estimate counts (the warm-up pair left out)."""
-
-    def narrow(self, target: float = TARGET) -> bool:
-        """The interval lies within ``target`` (relative) of the speedup on both sides."""
-        if self.low is None or self.high is None:
-            return False
-        return self.high <= self.speedup * (1 + target) and self.low >= self.speedup * (1 - target)
-
-    def with_process_bias(self, spread: float) -> PairedEstimate:
-        """The interval widened for a bias that lasts a whole process (``PROCESS_BIAS``): its
-        log half-width and 1.96 ``spread`` added in quadrature. Pairs measure only the noise
-        within the two processes, so timing stops on the pairs' interval (``narrow``) and the
-        reported one carries both."""
-        if self.low is None or self.high is None or self.speedup <= 0:
-            return self
-        half = math.log(self.high / self.low) / 2
-        wide = math.hypot(half, _Z975 * spread)
-        centre = math.log(self.speedup)
-        return PairedEstimate(
-            self.speedup, math.exp(centre - wide), math.exp(centre + wide), self.pairs
-        )
-
-
-_FLOOR_S = 1e-9
-_Z975 = 1.959964
-
-
-def paired_speedup(reference: list[list[float]], candidate: list[list[float]]) -> PairedEstimate:
-    """The estimate from per-chunk call times of both sides (chunk n of each is a pair; chunks
-    without a partner are left out). See the module's docstring."""
-    logs = [
-        math.log(max(statistics.fmean(ref), _FLOOR_S) / max(statistics.fmean(cand), _FLOOR_S))
-        for ref, cand in zip(reference, candidate)
-        if ref and cand
-    ]
-    if not logs:
-        return PairedEstimate(0.0, None, None, 0)
-    if len(logs) >= WARM_PAIRS_FROM:
-        logs = logs[1:]  # the warm-up pair (see the module's docstring)
-    centre, half = trimmed_interval(logs)
-    if half is None:
-        return PairedEstimate(math.exp(centre), None, None, len(logs))
-    return PairedEstimate(
-        math.exp(centre), math.exp(centre - half), math.exp(centre + half), len(logs)
-    )
-
-
-@dataclass(frozen=True)
-class PairedExcess:
-    """Seconds per call the candidate spent outside its timed calls beyond the reference, over
-    paired chunks, with the 95% interval (None with fewer than two pairs)."""
-
-    seconds: float
-    low: float | None
-    high: float | None
-
-
-def paired_excess(
-    reference: list[float], candidate: list[float], spread: float = 0.0
-) -> PairedExcess:
-    """The difference, chunk pair by chunk pair, of the two sides' host seconds per call
-    outside their timed calls (``Conversation.outside``): the same inputs are made and the
-    same outputs sent on both sides, so it is about 0 unless the candidate moved work there.
-    The same estimator as the speedup's (warm-up pair left out, trimmed mean, Yuen's
-    interval), so a pair a burst hit on one side moves it little. ``spread``: a bias that
-    lasts a whole process, relative to the reference's time (``OUTSIDE_BIAS``), added to
-    the interval in quadrature, as ``PairedEstimate.with_process_bias`` does."""
-    differences = [cand - ref for ref, cand in zip(reference, candidate)]
-    if not differences:
-        return PairedExcess(0.0, None, None)
-    if len(differences) >= WARM_PAIRS_FROM:
-        differences = differences[1:]
-    centre, half = trimmed_interval(differences)
-    if half is None:
-        return PairedExcess(centre, None, None)
-    half = math.hypot(half, _Z975 * spread * abs(statistics.median(reference)))
-    return PairedExcess(centre, centre - half, centre + half)
-
-
-WARM_PAIRS_FROM = 3
-"""From this many pairs on, the first one is left out of the estimate."""
-TRIM = 0.2
-"""Share of the pairs cut from each end before averaging (Yuen's trimmed mean)."""
-
-
-def trimmed_interval(values: list[float]) -> tuple[float, float | None]:
-    """The 20%-trimmed mean of ``values`` and the half-width of its 95% interval (Yuen: the
-    winsorized variance, t with n - 2g - 1 degrees of freedom); None with too few values. A
-    pair hit by a burst the other side missed (a page-fault storm, a preemption) moves it
-    little; with fewer than five values nothing is cut and it is the plain t interval."""
-    ordered = sorted(values)
-    n = len(ordered)
-    cut = int(TRIM * n)
-    kept = ordered[cut : n - cut]
-    centre = statistics.fmean(kept)
-    degrees = n - 2 * cut - 1
-    if degrees < 1:
-        return centre, None
-    winsorized = [min(max(value, kept[0]), kept[-1]) for value in ordered]
-    spread = statistics.stdev(winsorized)
-    half = t_quantile(degrees) * spread / ((1 - 2 * cut / n) * math.sqrt(n))
-    return centre, half
 
 
 @dataclass(frozen=True)
@@ -219,7 +71,7 @@ class Stopping:
             return calls
         if elapsed_s >= self.budget_s:
             return 0
-        if paired_speedup(reference, candidate).narrow(self.target):
+        if chunk_pair_speedup(reference, candidate).narrow(self.target):
             return 0
         return calls
 
@@ -496,4 +348,4 @@ class Schedule:
 
     def estimate(self) -> PairedEstimate:
         with self._turn:
-            return paired_speedup(self.times[REFERENCE], self.times[CANDIDATE])
+            return chunk_pair_speedup(self.times[REFERENCE], self.times[CANDIDATE])

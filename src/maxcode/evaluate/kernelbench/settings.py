@@ -15,64 +15,47 @@ WARMUP_SEEDS = 3
 CHUNK = 1024
 """Timed calls per chunk at most: the parent sends a chunk's seeds just before it and stamps
 it; the two workers take turns chunk by chunk. Each chunk costs a few messages through the
-parent (a millisecond or more on a loaded machine), inside its span: chunks of 8 tiny calls
-(30 us each) spent ten times their calls' time on them, and that noise hid work moved outside
-the calls. Chunks of ``CHUNK_S`` keep it to a few percent."""
+parent (a millisecond or more on a loaded machine) inside its span: chunks of a few tiny calls
+spend more on them than on the calls, and that noise hides work moved outside the calls.
+Chunks of ``CHUNK_S`` keep it to a few percent."""
 CHUNK_S = 0.015
 """Seconds of calls a chunk aims at (slow calls make chunks of fewer calls, down to one).
 
-Short, so that the two chunks of a pair run in the same state of the machine: on this
-project's virtual machine a worker's calls ran 20-25% slower or faster for a few hundred
-milliseconds at a time, on either side, and a pair that such a change fell between was off by
-that much. At 50 ms of calls (80-130 ms a side with the inputs and outputs) the pairs' log
-ratios of identical tiny-call candidates spread 10-20%, and the 2-second window often ended
-after 8 pairs with intervals of +-10%. Identical candidates of the scaled ``level2/34_
-ConvTranspose3d_LayerNorm_GELU_Scaling``, the settings alternated (``benchmarks/chunk_size.py``,
-8 runs each, two sessions): a spread of the log speedup of 7.0% and 2.9% at 50 ms, 1.2% and
-1.25% at 15 ms; ``level2/47_Conv3d_Mish_Tanh`` 1.6% and 1.1% against 0.6-1.1% and 1.3%, no
-clear change. The evaluations got shorter too (3.6 to 3.2 s, 3.7 to 3.1 s): more pairs, each
-cheaper, reach a narrow interval before the cap."""
+Short, so that the two chunks of a pair run in the same state of the machine: a worker's calls
+can run 20-25% slower or faster for a few hundred milliseconds at a time, on either side, and a
+pair that such a change falls between is off by that much. More pairs, each cheaper, also
+reach a narrow interval sooner (``benchmarks/chunk_size.py`` compares sizes)."""
 CHUNK_SPAN_S = 0.05
 """Seconds a side's turn aims at, at most: its calls, making their inputs and sending their
 outputs (slow to make, tiny calls spend most of a turn outside the calls). ``CHUNK_S`` alone
-let a chunk of 20 us calls of a 32 x 64 problem hold 880 calls, 0.6 s a side, and nine pairs
-took 8.7 s."""
+lets a chunk of such calls hold hundreds of them and a side's turn last most of a second."""
 CHUNK_BYTES = 64 << 20
 """Bytes of inputs and outputs a chunk may hold: a chunk's inputs are all made before its
-first call (a 32 MiB input with a 3 ms call made chunks of 16 inputs, 512 MiB, otherwise)."""
+first call, so large inputs with quick calls would otherwise hold hundreds of MiB."""
 MIN_PAIRS = 8
 """Pairs of chunks (one per side) timed before the interval may stop the timing. An interval
 from three or four log ratios (the warm-up pair left out) can look narrow by chance, and a
-window that stops on it keeps that lucky draw: identical candidates stopped after 3 to 5 pairs
-with intervals of +-0.3-0.5% and scored 0.964 (the scaled ``level2/47_Conv3d_Mish_Tanh``)
-and 0.969 (``1_ScaledGELU``). Short chunks make the extra pairs cheap; calls slow enough for
-one-call chunks take ``Stopping.min_calls`` (10) anyway."""
+window that stops on it keeps that lucky draw (identical candidates that stopped so scored
+0.96). Short chunks make the extra pairs cheap; calls slow enough for one-call chunks take
+``Stopping.min_calls`` anyway."""
 TARGET = 0.02
 """Timing stops once the speedup's 95% interval lies within +-2% of it."""
 PROCESS_BIAS = 0.02
 """Spread (standard deviation of the log speedup) of a bias that lasts a whole worker process,
 added to every KernelBench interval: a ratio between two processes that pairing cannot cancel
-and more pairs cannot shrink. With each process's address layout drawn at random, identical
-candidates of the 198 public level-1/2 problems that ran at ``--scale 0.1``
-(``benchmarks/kernelbench_public.py``, this machine) had 23 intervals without 1.0 out of 198
-(12%; 14 above it) with pairs alone; the likeliest spread fitted to them is 0.019, and with
-0.02, 4 of 198 miss 1.0. With one fixed layout for all workers the same pass (200 of 200
-ran, 196 within 0.95-1.05) fitted 0.011, and with 0.015, 5 of 200 intervals missed 1.0; but
-six identical ``1_ScaledGELU`` evaluations in a noisy hour then had 2 of 6 intervals without
-1.0 at 0.015, and a fixed layout made biases that every round repeated. The workers now draw
-their layout per round, shared by both sides (worker ``_fix_layout``); the term stays 0.02.
-C++ and project timings start a process per round, so their intervals already sample it."""
+and more pairs cannot shrink. It is the spread fitted to identical candidates of the public
+level-1/2 problems, whose intervals from pairs alone missed 1.0 far more often than 5%
+(``docs/noise-log.md``), with each round's workers drawing their address layout afresh (worker
+``_fix_layout``). C++ and project timings start a process per round, so their intervals
+already sample it."""
 OUTSIDE_BIAS = 0.065
 """Spread (relative to the reference's time) of a bias that lasts a whole worker process in
 the time outside the calls (``judge``'s outside excess), added to its interval. Making a
 call's inputs is the same work on both sides, but not at the same speed in two processes:
-identical candidates of public problems whose inputs take 10-15 times the call
-(``level1/4_Matrix_vector_multiplication_``, ``level1/19_ReLU`` at ``--scale 0.1``) made
-them 7%, 10% and 13% slower or faster on one side, steadily, in 3 of 12 evaluations (the
-worker's CPU clock agreed), which the pairs alone called sure and charged (identical
-candidates at 0.49-0.81). Hidden work below about 13% of making the inputs is then not sure
-(on ``1_ScaledGELU`` 0.5 ms per call, against 2.2-7 ms for the fixtures that hide work
-there): it is charged to the interval's low end (what selection uses) only."""
+identical candidates whose inputs take many times the call made them slower or faster on one
+side, steadily (the worker's CPU clock agreed), which the pairs alone called sure and charged.
+Hidden work below about 13% of making the inputs is then not sure: it is charged to the
+interval's low end (what selection uses) only."""
 WARMUP_S = 0.3
 """Seconds of warm-up (its calls and the making of their inputs) after which a worker stops
 warming up (after two calls at least)."""

@@ -2,23 +2,21 @@
 forks that side's worker for each round (worker ``_zygote``).
 
 Why. A round needs fresh worker processes (``rounds.py``: a bias that lasts a process is
-sampled only by new ones), and each fresh worker imported torch, about 2.3 s of CPU on this
-machine, both on the timing CPU, one after the other: most of a round's start-up. A forked
-worker is a new process (its own pages from its first write, its own heap from there, its own
-layout shift, worker ``_forked_worker``), and ``benchmarks/process_bias.py`` found forked
-children draw the process bias afresh as fresh interpreters do. Rounds after the first then
-start in a fraction of a second.
+sampled only by new ones), and a fresh worker that imports torch spends seconds of CPU on the
+timing CPU: most of a round's start-up. A forked worker is a new process (its own pages from
+its first write, its own heap from there, its own layout shift, worker ``_forked_worker``) and
+draws the process bias afresh as a fresh interpreter does (``benchmarks/process_bias.py``), so
+rounds after the first start in a fraction of a second.
 
-Isolation is the sandbox's, as before: one zygote per side, started in that side's sandbox
-(its uid, its namespaces, its limits) and never serving another program; the candidate's
-rounds are forked from a process no code of the candidate's ran in. A round's worker cannot
-reach its zygote (not dumpable, no capabilities), and whatever a round leaves behind is the
-zygote's to kill before it answers (its subreaper), so no process of a round survives into the
-next, as none survived a run before. What a worker's round leaves in its folder stays there:
-each round has a folder of its own, and the parent removes it after reading it. What a zygote
-cannot give a round: a fresh draw of what is fixed before torch loads (the stack's start and
-torch's libraries, drawn per pair of zygotes) and of Python's hash seed; so an evaluation
-starts a fresh pair for each ``ROUNDS_PER_PAIR`` rounds.
+Isolation is the sandbox's: one zygote per side, started in that side's sandbox (its uid, its
+namespaces, its limits) and never serving another program; the candidate's rounds are forked
+from a process no code of the candidate's ran in. A round's worker cannot reach its zygote (not
+dumpable, no capabilities), and whatever a round leaves behind is the zygote's to kill before
+it answers (its subreaper), so no process of a round survives into the next. What a worker's
+round leaves in its folder stays there: each round has a folder of its own, and the parent
+removes it after reading it. What a zygote cannot give a round: a fresh draw of what is fixed
+before torch loads (the stack's start and torch's libraries, drawn per pair of zygotes) and of
+Python's hash seed; so an evaluation starts a fresh pair for each ``ROUNDS_PER_PAIR`` rounds.
 
 A zygote's answer (the round's wait status, wall and CPU time, peak memory) is read as the
 init's status line for a run (``sandbox.reported_result``). A zygote that does not answer
@@ -62,10 +60,8 @@ ROUNDS_PER_PAIR = 8
 """Rounds forked from one pair of zygotes; an evaluation of more starts a fresh pair for each
 eight (``evaluator.evaluate_kernelbench``). What a zygote fixes for its forks (torch's libraries
 and the stack where its layout draw put them, the pages its imports landed on) is a draw
-shared by all of them, which more rounds from the same pair do not sample: over 16-24 rounds an
-identical ``4_Softmax``'s evaluations spread 0.8% (sd of the log) where their rounds' own spread
-allowed 0.5% (2026-11-29), and 0.5-0.6% of an evaluation's error was shared by its twelve rounds
-on 2026-11-28 (``docs/noise-log.md``)."""
+shared by all of them, which more rounds from the same pair do not sample: evaluations of many
+rounds from one pair spread more than their rounds' own spread allowed."""
 _ANSWER_SLACK_S = 10.0
 """Seconds a zygote may take past a round's time limit to answer (kill, sweep, reap)."""
 _CLOSE_S = 5.0

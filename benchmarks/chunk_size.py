@@ -90,11 +90,11 @@ class Counted:
             self.last = estimate.pairs
             return estimate
 
-        schedule.chunk_pair_speedup = judge.paired_speedup = counting  # type: ignore[assignment]
+        schedule.chunk_pair_speedup = judge.chunk_pair_speedup = counting  # type: ignore[assignment]
         return self
 
     def __exit__(self, *exc: object) -> None:
-        schedule.chunk_pair_speedup = judge.paired_speedup = self.real
+        schedule.chunk_pair_speedup = judge.chunk_pair_speedup = self.real
 
 
 def problem_path(name: str) -> Path:

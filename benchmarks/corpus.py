@@ -190,6 +190,9 @@ class Row:
     or the integrity finding that took the speedup."""
     seconds: float = 0.0
     """Wall time of the whole ``maxcode eval``."""
+    phases: dict[str, float] = field(default_factory=dict)
+    """Where the evaluation's seconds went (``phases`` of ``maxcode eval --json``: start-up,
+    build, checks, timing, ...)."""
     schema_version: int = ROW_SCHEMA
 
 
@@ -327,6 +330,7 @@ def evaluate(
     row.interval = (float(interval[0]), float(interval[1])) if interval else None
     row.claimed = result.get("claimed_speedup")
     row.flags = [str(flag) for flag in result.get("flags") or []]
+    row.phases = {str(k): float(v) for k, v in (result.get("phases") or {}).items()}
     if error:
         message = str(error.get("message", "")).strip().splitlines()
         first = message[0] if message else ""

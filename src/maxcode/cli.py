@@ -147,11 +147,12 @@ def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
 )
 @click.option(
     "--device",
-    type=click.Choice(["cpu", "cuda"]),
-    default="cpu",
+    type=click.Choice(["auto", "cpu", "cuda"]),
+    default="auto",
     show_default=True,
     envvar="MAXCODE_DEVICE",
-    help="Where the candidate runs (C++ tasks: cpu).",
+    help="Where the candidate runs: auto is cuda for a KernelBench task when PyTorch sees a "
+    "GPU, else cpu (C++ and project tasks: cpu).",
 )
 @click.option(
     "--repeats",
@@ -258,6 +259,7 @@ def eval_command(
         backend=backend,
         rounds=rounds,
         check_scale=check_scale,
+        say=lambda line: click.echo(line, err=True),
     )
     if as_json:
         click.echo(json.dumps(feedback.model_dump(mode="json")))

@@ -3,6 +3,8 @@ speak the protocol (no torch in them): what the host stamps make of a chunk stam
 
 from __future__ import annotations
 
+import array
+import fcntl
 import json
 import os
 import socket
@@ -12,7 +14,7 @@ import time
 
 import pytest
 
-from maxcode.evaluate.kernelbench.channel import Conversation, WarmMemory
+from maxcode.evaluate.kernelbench.channel import Conversation
 from maxcode.evaluate.kernelbench.outputs import Comparison
 from maxcode.evaluate.kernelbench.schedule import (
     CANDIDATE,
@@ -21,9 +23,19 @@ from maxcode.evaluate.kernelbench.schedule import (
     Stopping,
     TimedPlan,
 )
+from maxcode.evaluate.kernelbench.shared import SEALS
 
 LATE_S = 0.03
 """How long the scripted reference holds its first two identity chunks between their markers."""
+
+
+def _memory_file(data: bytes, seal: bool = True) -> int:
+    """A memory file holding ``data``, sealed as a worker seals its outputs."""
+    fd = os.memfd_create("test-output", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    os.write(fd, data)
+    if seal:
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS)
+    return fd
 
 
 def _worker(
@@ -33,24 +45,41 @@ def _worker(
     header: dict[str, object] | None = None,
     answers: list[object] | None = None,
     wrong: tuple[int, int] | None = None,
-    checked: tuple[list[dict[str, object]], bytes] | None = None,
+    checked: list[tuple[dict[str, object], bytes]] | None = None,
+    output_values: int = 1,
+    unsealed: bool = False,
 ) -> None:
-    """A worker that times nothing: every call reports 1 us and outputs one float32, all sent
-    (timed calls). With ``header``, its first chunk's outputs are sent with that header and no
-    bytes, and it records every answer it gets after that in ``answers``, up to the end of the
-    stream. ``wrong``: the (chunk, call) whose output is 2.0. ``checked``: the items and bytes
-    of the checked tensors, sent last."""
+    """A worker that times nothing: every call reports 1 us and outputs ``output_values``
+    float32s, all sent (timed calls) in one memory file per chunk (``unsealed``: not sealed).
+    With ``header``, its first chunk's outputs are sent with that header and a pipe for a
+    file, and it records every answer it gets after that in ``answers``, up to the end of the
+    stream. ``wrong``: the (chunk, call) whose output is 2.0. ``checked``: per check seed, the
+    message and the bytes of its one memory file, sent before the timed calls."""
     with socket.socket(fileno=os.dup(fd)) as channel:
         stream = channel.makefile("rb")
 
-        def send(message: dict[str, object], payload: bytes = b"") -> None:
-            channel.sendall((json.dumps(message) + "\n").encode() + payload)
+        def send(message: dict[str, object], files: list[int] = ()) -> None:  # type: ignore[assignment]
+            data = (json.dumps(message) + "\n").encode()
+            rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", files).tobytes())]
+            try:
+                channel.sendmsg([data], rights if files else [])
+            except OSError:
+                raise SystemExit from None  # the parent already closed its end
+            for file in files:
+                os.close(file)
 
         def answer() -> dict[str, object]:
-            return json.loads(stream.readline())
+            line = stream.readline()
+            reply = json.loads(line) if line else {"refused": "closed"}
+            if "refused" in reply:
+                raise SystemExit  # the parent ended the conversation: this worker stops
+            return reply
 
-        send({"m": "ready", "estimate_s": 1e-6, "output_bytes": 4, "input_bytes": 4})
+        size = 4 * output_values
+        send({"m": "ready", "estimate_s": 1e-6, "output_bytes": size, "input_bytes": 4})
         answer()  # the check seeds
+        for message, data in checked or []:
+            send(message, [_memory_file(data)])
         for phase in phases:
             chunk = 0
             while True:
@@ -66,23 +95,37 @@ def _worker(
                 send({"m": "end", "phase": phase, "chunk": chunk, "times": [1e-6] * len(seeds)})
                 assert answer() == {"send": True}
                 sent = range(len(seeds)) if phase == "K" else range(0)
-                tensor = header or {"dtype": "float32", "shape": [1], "nbytes": 4}
-                items = [{"position": position, "tensors": [tensor]} for position in sent]
-                send(
-                    {"m": "outputs", "phase": phase, "chunk": chunk, "items": items},
-                    b""
-                    if header
-                    else b"".join(
-                        struct.pack("f", 2.0 if (chunk, call) == wrong else 1.0) for call in sent
-                    ),
-                )
+                items = [
+                    {
+                        "position": position,
+                        "tensors": [
+                            header
+                            or {
+                                "dtype": "float32",
+                                "shape": [output_values],
+                                "nbytes": size,
+                                "at": position * -(-size // 64) * 64,
+                            }
+                        ],
+                    }
+                    for position in sent
+                ]
+                message = {"m": "outputs", "phase": phase, "chunk": chunk, "items": items}
                 if header and sent:
+                    reading, writing = os.pipe()
+                    os.close(writing)
+                    send({**message, "files": 1}, [reading])
                     assert answers is not None
                     answers.extend(json.loads(line) for line in iter(stream.readline, b""))
                     return
+                data = b"".join(
+                    struct.pack("f", 2.0 if (chunk, call) == wrong else 1.0) * output_values
+                    + bytes(-size % 64)
+                    for call in sent
+                )
+                files = [_memory_file(data, seal=not unsealed)] if sent else []
+                send({**message, "files": len(files)}, files)
                 chunk += 1
-        if checked is not None:
-            send({"m": "checked", "items": checked[0]}, checked[1])
 
 
 def _converse(
@@ -139,8 +182,8 @@ def test_an_error_of_any_kind_in_a_worker_s_message_ends_its_conversation_at_onc
     schedule = Schedule(TimedPlan(), Stopping(trials=8))
     reference = Conversation(schedule, REFERENCE, [1, 2, 3], ("K", "O"))
     candidate = Conversation(schedule, CANDIDATE, [1, 2, 3], ("K",))
-    # Sizes of at least 0 and 0 bytes: the header validates, but torch cannot shape it.
-    unshapeable: dict[str, object] = {"dtype": "float32", "shape": [0, 10**30], "nbytes": 0}
+    # The header validates, but the file sent with it is a pipe, not a sealed memory file.
+    unshapeable: dict[str, object] = {"dtype": "float32", "shape": [1], "nbytes": 4, "at": 0}
     answers: list[object] = []
     workers = [
         threading.Thread(target=_worker, args=(reference.worker_fd, ("K", "O"), set())),
@@ -161,10 +204,10 @@ def test_an_error_of_any_kind_in_a_worker_s_message_ends_its_conversation_at_onc
     assert reference.problem is None and not workers[0].is_alive()
 
 
-def test_kept_outputs_are_compared_between_chunks_and_land_in_the_same_memory() -> None:
-    # Held to the judgement, each kept output landed in memory of its own: the scaled
-    # level1/21_Sigmoid (64 MB outputs) spent 130-220 ms per chunk touching it, and the parent
-    # held 1.3 GB. Compared as soon as both sides' are in, one landing per side serves all.
+def test_kept_outputs_are_compared_between_chunks_and_no_output_byte_crosses_the_socket() -> None:
+    # Held to the judgement, each kept output took memory of its own in the parent (1.3 GB
+    # for the scaled level1/21_Sigmoid). Now they stay in the workers' sealed memory files,
+    # compared as soon as both sides' are in: the socket carries headers only.
     torch = pytest.importorskip("torch")
     schedule = Schedule(TimedPlan(), Stopping(trials=8))
     schedule.kept.compare_with(Comparison(torch))
@@ -176,7 +219,12 @@ def test_kept_outputs_are_compared_between_chunks_and_land_in_the_same_memory() 
         compared_before.append(len(schedule.kept.problems))
 
     schedule.kept.settle = settle  # type: ignore[method-assign]
-    reference, candidate = _converse(schedule, candidate={"wrong": (5, 0)})
+    values = 1 << 18  # 1 MiB of outputs a call
+    reference, candidate = _converse(
+        schedule,
+        reference={"output_values": values},
+        candidate={"wrong": (5, 0), "output_values": values},
+    )
     assert reference.problem is None and candidate.problem is None
     assert schedule.plan.chunks == [1] * 8 and schedule.plan.positions() == list(range(8))
     # Pair n is compared when the reference asks for chunk n + 1 (its last request included),
@@ -186,54 +234,91 @@ def test_kept_outputs_are_compared_between_chunks_and_land_in_the_same_memory() 
     problems = schedule.kept.problems
     assert [position for position, problem in problems.items() if problem] == [5]
     assert "outside tolerance" in str(problems[5])
+    # 8 MiB of outputs per side went to the parent; a few kB of messages crossed the socket.
     for side in (reference, candidate):
-        chunks = [chunk for (phase, _), chunk in side.chunks.items() if phase == "K"]
-        landed = {chunk.landing.untyped_storage().data_ptr() for chunk in chunks}
-        assert len(chunks) == 8 and len(landed) == 1, landed
+        assert side.received_bytes < 32 << 10, side.received_bytes
 
 
-def _checked(values: dict[tuple[str, int], float]) -> tuple[list[dict[str, object]], bytes]:
-    """Checked tensors of one float32 each, for the (key, seed)s given."""
-    header = {"dtype": "float32", "shape": [1], "nbytes": 4}
-    items = [{"key": key, "seed": seed, "tensors": [header]} for key, seed in values]
-    return items, b"".join(struct.pack("f", value) for value in values.values())
+def test_an_output_file_the_worker_did_not_seal_is_refused() -> None:
+    # Unsealed, the worker (or anything the candidate left running) could change an output
+    # while the parent reads it.
+    pytest.importorskip("torch")
+    schedule = Schedule(TimedPlan(), Stopping(trials=8))
+    reference, candidate = _converse(schedule, candidate={"unsealed": True})
+    assert reference.problem is None
+    assert candidate.problem is not None and "not sealed" in candidate.problem
+
+
+def test_a_sealed_output_file_cannot_be_written_by_anyone() -> None:
+    # What the parent relies on: once sealed, no descriptor and no mapping writes the file,
+    # and a writable shared mapping left open makes the seal itself fail.
+    import mmap
+
+    fd = _memory_file(b"\x00" * 4096)
+    try:
+        with pytest.raises(PermissionError):
+            os.pwrite(fd, b"\x01", 0)
+        with pytest.raises(PermissionError):
+            mmap.mmap(fd, 4096, flags=mmap.MAP_SHARED, prot=mmap.PROT_WRITE)
+        with pytest.raises(PermissionError):  # F_SEAL_SEAL: the seals stay
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE)
+    finally:
+        os.close(fd)
+    fd = _memory_file(b"\x00" * 4096, seal=False)
+    try:
+        mapped = mmap.mmap(fd, 4096, flags=mmap.MAP_SHARED, prot=mmap.PROT_WRITE)
+        with pytest.raises(OSError):  # EBUSY: a writer still maps it
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS)
+        mapped.close()
+    finally:
+        os.close(fd)
+
+
+def _checked(seed: int, values: dict[str, float]) -> tuple[dict[str, object], bytes]:
+    """One check seed's message (one float32 per key given) and its file's bytes."""
+    items = [
+        {
+            "key": key,
+            "seed": seed,
+            "tensors": [{"dtype": "float32", "shape": [1], "nbytes": 4, "at": 64 * number}],
+        }
+        for number, key in enumerate(values)
+    ]
+    data = b"".join(struct.pack("f", value) + bytes(60) for value in values.values())
+    return {"m": "checked", "seed": seed, "items": items, "files": 1}, data
 
 
 def _run_checked(
-    checked: tuple[list[dict[str, object]], bytes],
-) -> tuple[Conversation, Conversation]:
-    return _converse(Schedule(TimedPlan(), Stopping(trials=4)), candidate={"checked": checked})
+    checked: list[tuple[dict[str, object], bytes]],
+) -> tuple[Schedule, Conversation]:
+    schedule = Schedule(TimedPlan(), Stopping(trials=4))
+    _, candidate = _converse(schedule, candidate={"checked": checked})
+    return schedule, candidate
 
 
-def test_checked_tensors_come_once_one_of_each_key_and_seed() -> None:
-    # They went through a file (tensors.pt) until 2026-11-26: written, then read back into
-    # fresh memory, 3-4 s a round for 600 MB a side on this project's VM.
-    pytest.importorskip("torch")
-    keys = [(key, seed) for key in ("check", "again", "after") for seed in range(3)]
-    whole = {key: float(number) for number, key in enumerate(keys)}
-    _, candidate = _run_checked(_checked(whole))
-    assert candidate.problem is None and candidate.checked is not None
-    assert [float(seed[0][0]) for seed in candidate.checked["again"]] == [3, 4, 5]
-    candidate.release()
-    assert candidate.checked is None
-    missing = dict(list(whole.items())[:-1])
-    _, candidate = _run_checked(_checked(missing))
-    assert candidate.problem is not None and "one of each key and seed" in candidate.problem
-    assert candidate.checked is None
-    items, payload = _checked(whole)
-    items[0]["tensors"] = [{"dtype": "float32", "shape": [1 << 20], "nbytes": 4 << 20}]
-    _, candidate = _run_checked((items, payload))
+def test_checked_tensors_come_once_per_seed_in_order_one_of_each_key() -> None:
+    torch = pytest.importorskip("torch")
+    keys = {"check": 1.0, "again": 1.0, "after": 0.5}
+    whole = [_checked(seed, keys) for seed in range(3)]
+    schedule, candidate = _run_checked(whole)
+    assert candidate.problem is None and candidate.checked
+    held = schedule.checked._held[False]
+    window = held[2].values["after"][0].window(0, 1)
+    assert float(window[0]) == 0.5 and window.dtype == torch.float32
+    schedule.checked.close()
+    _, candidate = _run_checked(whole[:1] + whole[2:])
+    assert candidate.problem is not None and "out of order" in candidate.problem
+    _, candidate = _run_checked([_checked(0, {"check": 1.0, "again": 1.0})])
+    assert candidate.problem is not None and "one of each key" in candidate.problem
+    message, data = _checked(0, keys)
+    message["items"][0]["tensors"] = [  # type: ignore[index]
+        {"dtype": "float32", "shape": [1 << 20], "nbytes": 4 << 20, "at": 0}
+    ]
+    _, candidate = _run_checked([(message, data)])
     assert candidate.problem is not None and "more checked bytes" in candidate.problem
-
-
-def test_warm_memory_hands_out_what_was_given_back_smallest_first() -> None:
-    pytest.importorskip("torch")
-    memory = WarmMemory()
-    big, small = memory.take(4096), memory.take(1024)
-    assert big.numel() == 4096 and int(big.sum()) == 0  # fresh memory is touched (zeros)
-    memory.give(big)
-    memory.give(small)
-    again = memory.take(1000)
-    assert again.data_ptr() == small.data_ptr()
-    assert memory.take(2000).data_ptr() == big.data_ptr()
-    assert memory.take(10).data_ptr() not in (big.data_ptr(), small.data_ptr())
+    message, data = _checked(0, keys)
+    message["items"][0]["tensors"] = [  # type: ignore[index]
+        {"dtype": "float32", "shape": [4], "nbytes": 16, "at": 4096}
+    ]
+    _, candidate = _run_checked([(message, data)])
+    assert candidate.problem is not None and "beyond the end" in candidate.problem

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import threading
@@ -119,6 +120,19 @@ def test_scratch_is_the_only_writable_place(tmp_path: Path) -> None:
     assert not outside.exists()
     assert not home_file.exists()
     assert (tmp_path / "scratch" / "ok.txt").exists()
+
+
+def test_each_bwrap_run_has_a_writable_tmp_of_its_own(tmp_path: Path) -> None:
+    # Published kernels write their sources to /tmp and build them there.
+    if not _available("bwrap"):
+        pytest.skip("only bwrap gives a private file system")
+    marker = f"maxcode-probe-{os.getpid()}"
+    script = f"cat /tmp/{marker} 2>/dev/null; echo mine > /tmp/{marker} && cat /tmp/{marker}"
+    inputs = make_scratch()
+    first, second = Sandbox("bwrap").run_batch(["sh", "-c", script], [Run(), Run()])
+    shutil.rmtree(inputs, ignore_errors=True)
+    assert first.stdout == b"mine\n" and second.stdout == b"mine\n"
+    assert not Path("/tmp", marker).exists()
 
 
 def test_files_outside_are_invisible_with_bwrap(tmp_path: Path) -> None:

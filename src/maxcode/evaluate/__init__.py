@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
@@ -74,6 +75,10 @@ def evaluate_task(
     ``rounds.reported_rounds``); project tasks time their fixed ``repeats`` either way."""
     if check_scale is not None and task.kind != "kernelbench":
         raise MaxcodeError(f"{task.name}: --check-scale is for KernelBench tasks")
+    if device == "auto":
+        from maxcode.evaluate.kernelbench import resolve_device
+
+        device = resolve_device(device, task.kind)
     if task.kind == "cpp":
         if device != "cpu":
             raise MaxcodeError(
@@ -155,7 +160,7 @@ def evaluate(
     candidate_path: str | Path,
     *,
     metric: str = "wall",
-    device: str = "cpu",
+    device: str = "auto",
     repeats: int | None = None,
     pie_tests: str | Path | None = None,
     isolation: str = "auto",
@@ -168,8 +173,11 @@ def evaluate(
     backend: str | None = None,
     rounds: int | None = None,
     check_scale: float | None = None,
+    say: Callable[[str], None] = lambda line: None,
 ) -> Feedback:
     """``maxcode eval``: load the task and the candidate file, then judge the candidate.
+    ``device`` ``auto``: a GPU for a KernelBench task when PyTorch sees one, else the CPU
+    (``say`` is told which once the candidate is judged).
 
     ``isolation`` outside ``SAFE_LEVELS`` (what ``auto`` falls back to without bubblewrap and
     namespaces) is refused with ``UnsafeIsolation`` unless ``unsafe_isolation`` accepts it.
@@ -183,6 +191,11 @@ def evaluate(
     level = cast(Isolation, isolation) if isolation != "auto" else "auto"
     sandbox = Sandbox(level, unsafe_ok=unsafe_isolation)
     task = load_task(task_spec, pie_tests, scale)
+    chose = device == "auto" and task.kind == "kernelbench"
+    if device == "auto":
+        from maxcode.evaluate.kernelbench import resolve_device
+
+        device = resolve_device(device, task.kind)
     if task.kind != "kernelbench" and rounds is not None:
         raise MaxcodeError(
             f"{task.name}: --rounds is for KernelBench tasks (C++ and project tasks time "
@@ -202,7 +215,13 @@ def evaluate(
             raise MaxcodeError(f"candidate not found: {path}") from None
         except (OSError, UnicodeDecodeError) as error:
             raise MaxcodeError(f"candidate {path} cannot be read: {error}") from None
-    return evaluate_task(
+    if device == "cuda" and not compile_only:
+        # Built first, on every CPU and without the GPU's turn: an evaluation holds the GPU
+        # from its workers' start, and a build of torch's headers takes a minute.
+        failed = prebuild_task(task, source, device=device, sandbox=sandbox)
+        if failed is not None:
+            return failed
+    feedback = evaluate_task(
         task,
         source,
         metric=cast(Metric, metric),
@@ -218,3 +237,8 @@ def evaluate(
         check_scale=check_scale,
         reported=True,
     )
+    if chose:
+        from maxcode.evaluate.kernelbench import device_note
+
+        say(device_note(device))
+    return feedback

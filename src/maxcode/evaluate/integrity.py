@@ -92,6 +92,12 @@ RULES: dict[str, Rule] = {
         Rule("inputs", "void", "the candidate changed its inputs in place"),
         Rule("aliasing", "void", "the output shares memory with an input"),
         Rule("caching", "void", "a timed call's output differs: work skipped on repeated calls"),
+        Rule(
+            "reused",
+            "void",
+            "a timed call's output buffer was returned again by a later call, which overwrote "
+            "it before it was checked (KernelBench: return a fresh tensor)",
+        ),
         Rule("nondeterministic", "void", "right once, wrong on a repeated run"),
         Rule(
             "outside",
@@ -102,8 +108,8 @@ RULES: dict[str, Rule] = {
         Rule(
             "clock",
             "warn",
-            "in-process timings claim more speedup than the worker's CPU clock over the same "
-            "calls, which the reward counts (KernelBench on a CPU)",
+            "in-process timings claim more speedup than the clock the reward counts over the "
+            "same calls (KernelBench: the worker's CPU clock on a CPU, the parent's on a GPU)",
         ),
         Rule(
             "rounds",

@@ -551,14 +551,26 @@ class _Batch:
         isolation = self.sandbox.isolation
         if isolation == "rlimits":
             return ["0", "0"]
+        binds = [("ro", Path(path).resolve()) for path in readonly]
+        binds += [("rw", Path(path).resolve()) for path in writable]
         if isolation == "bwrap":
-            return ["1", "0"]
-        entries: list[tuple[str, Path]] = [("fresh", Path(p)) for p in _FRESH_FOLDERS]
-        covered = [Path("/", name) for name in _top_level_folders()]
-        covered += [Path(path).resolve() for path in self.hidden]
-        entries += [("hide", path) for path in covered]
-        entries += [("ro", Path(path).resolve()) for path in readonly]
-        entries += [("rw", Path(path).resolve()) for path in writable]
+            # bwrap shows the system folders read-only; each run gets a writable /tmp and
+            # /var/tmp of its own (programs write there whatever TMPDIR says: a kernel's
+            # sources built with torch's ``load``), with what the batch binds under them put
+            # back.
+            fresh = [Path(path) for path in _FRESH_FOLDERS[:2]]
+            entries = [("fresh", path) for path in fresh]
+            entries += [
+                (kind, path)
+                for kind, path in binds
+                if any(path == top or top in path.parents for top in fresh)
+            ]
+        else:
+            entries = [("fresh", Path(p)) for p in _FRESH_FOLDERS]
+            covered = [Path("/", name) for name in _top_level_folders()]
+            covered += [Path(path).resolve() for path in self.hidden]
+            entries += [("hide", path) for path in covered]
+            entries += binds
         args = ["1", str(len(entries))]
         for kind, path in entries:
             args += [kind, str(path)]

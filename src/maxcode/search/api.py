@@ -84,6 +84,11 @@ def new_run(
 ) -> str:
     """Record a new run and return its id (the task is loaded and checked first)."""
     task = load_task(task_spec, config.pie_tests, config.scale)
+    chose = config.device == "auto" and task.kind == "kernelbench"
+    if config.device == "auto":
+        from maxcode.evaluate.kernelbench import resolve_device
+
+        config = config.model_copy(update={"device": resolve_device("auto", task.kind)})
     if task.kind in ("cpp", "project") and config.device != "cpu":
         # Fail before any LLM call is paid for.
         raise MaxcodeError(f"{task.name}: C++ tasks run on the CPU; --device is for KernelBench")
@@ -99,6 +104,10 @@ def new_run(
     config = resolve_isolation(config)
     if config.unsafe_isolation and config.isolation not in SAFE_LEVELS:
         say(f"warning: isolation {config.isolation} accepted with --unsafe-isolation: {UNSAFE}")
+    if chose:
+        from maxcode.evaluate.kernelbench import device_note
+
+        say(device_note(config.device))
     if config.model == "rules":
         say(NO_MODEL_MESSAGE)
     run_id = uuid.uuid4().hex[:12]

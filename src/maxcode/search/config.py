@@ -50,8 +50,9 @@ class SearchConfig(BaseModel):
     repeats: int | None = Field(default=None, ge=1)
     """C++ and projects: the least number of timed rounds (more until the interval is narrow);
     KernelBench: exactly this many timed calls per side; None: adaptive."""
-    device: Literal["cpu", "cuda"] = "cpu"
-    """Where KernelBench candidates run (C++ tasks: cpu)."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where KernelBench candidates run: auto is cuda when PyTorch sees a GPU, else cpu (C++
+    and project tasks: cpu); a run records the device it resolved to."""
     backend: Literal["cuda", "triton"] | None = None
     """KernelBench: the kernel language candidates are asked for (cuda or triton); unset: cuda
     on a GPU, C++ extensions on a CPU. Triton on a CPU is checked in Triton's interpreter and

@@ -16,8 +16,10 @@ Where things are:
 from maxcode.evaluate.kernelbench.evaluator import (
     build_kernelbench,
     check_device,
+    device_note,
     evaluate_kernelbench,
     needs_build,
+    resolve_device,
 )
 from maxcode.evaluate.kernelbench.roofline import ROOFLINE_SLACK
 from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
@@ -27,6 +29,8 @@ __all__ = [
     "KernelBenchSettings",
     "build_kernelbench",
     "check_device",
+    "device_note",
     "evaluate_kernelbench",
     "needs_build",
+    "resolve_device",
 ]

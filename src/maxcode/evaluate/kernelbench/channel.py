@@ -4,9 +4,10 @@ Each worker run gets a socket as its descriptor 3 and a ``Conversation`` serving
 in a thread of the parent. The conversation holds the secrets the worker must not learn ahead
 (the check seeds until the model is built and warmed up, each chunk's seeds until it is the
 worker's turn to run that chunk, which timed calls' outputs are checked, ever: the worker sends
-them all, and the parent keeps those it drew) and
-stamps every message with the parent's clock. It follows a fixed order (``ready``, then per
-chunk ``next``, ``begin``, ``end`` with the calls' times, ``outputs``); a message out of that
+them all, and the parent keeps those it drew) and stamps every message with the parent's
+clock. It follows a fixed order (``ready``, ``checked`` per check seed, then per chunk
+``next``, ``begin``, ``end`` with the calls' times, ``outputs``); tensors come as sealed memory
+files beside their message (``shared``), never as bytes on the socket. A message out of that
 order, a malformed one or more bytes than asked for ends it, and what went wrong is kept as
 ``problem`` (an ``evidence`` finding). The turns of the two workers' chunks are the
 ``Schedule``'s (``schedule.py``): a ``next`` is answered when it is that worker's turn.
@@ -14,12 +15,15 @@ order, a malformed one or more bytes than asked for ends it, and what went wrong
 
 from __future__ import annotations
 
+import array
 import json
 import math
+import os
 import socket
 import statistics
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,55 +47,17 @@ from maxcode.evaluate.kernelbench.evidence import (
     first_line,
     parse_message,
 )
+from maxcode.evaluate.kernelbench.outputs import KEYS
 from maxcode.evaluate.kernelbench.schedule import REFERENCE, Schedule, TimedPlan
 from maxcode.evaluate.kernelbench.settings import CHECK_SEEDS
+from maxcode.evaluate.kernelbench.shared import MOST_FILES, Pack, SharedTensor, TensorPlace
 
 _LINE_BYTES = 1 << 20
 _JOIN_S = 10.0
-_SOCKET_BYTES = 4 << 20
 SETTLE_S = 0.02
 """How long the parent waits, at most, for a worker that sent ``next`` or ``begin`` to block,
 before it stamps the message (``_settled``)."""
 _SETTLE_POLL_S = 20e-6
-
-
-CHECKED_BYTES = 4 << 30
-"""The most bytes of checked tensors a worker may send (told to it in its spec, which says
-plainly when a problem's are more)."""
-
-
-class WarmMemory:
-    """Byte buffers the parent reads outputs into, kept for the next evaluation of this
-    process (a search runs many): memory the parent had not touched lately was slow to fault
-    in on this project's VM, whose free pages go back to the host (600 MB of checked outputs
-    per side of the scaled ``level1/21_Sigmoid`` took seconds a round). At most
-    ``KEEP_BYTES`` wait; a buffer is given back only when nothing reads it any more."""
-
-    KEEP_BYTES = 2 << 30
-
-    def __init__(self) -> None:
-        self._free: list[Any] = []
-        self._lock = threading.Lock()
-
-    def take(self, size: int) -> Any:
-        """A buffer of at least ``size`` bytes, touched: a kept one, or fresh zeros."""
-        import torch
-
-        with self._lock:
-            fits = [n for n, buffer in enumerate(self._free) if buffer.numel() >= size]
-            if fits:
-                # By position: ``list.remove`` would compare tensors with ``==``.
-                return self._free.pop(min(fits, key=lambda n: self._free[n].numel()))
-        return torch.zeros(size, dtype=torch.uint8)
-
-    def give(self, buffer: Any) -> None:
-        with self._lock:
-            self._free.append(buffer)
-            while sum(kept.numel() for kept in self._free) > self.KEEP_BYTES:
-                self._free.pop(0)
-
-
-WARM = WarmMemory()
 
 
 OUTSIDE_PARTS = ("making the inputs", "between the calls", "sending the outputs")
@@ -117,8 +83,6 @@ class Chunk:
     chunk's memory."""
     times: list[float] = field(default_factory=list)
     """In-process seconds of each call, as the worker reported them."""
-    landing: Any = None
-    """What is left of the memory touched for the chunk's outputs (``Conversation._landing``)."""
     cpu: dict[str, int | None] = field(default_factory=dict)
     """The worker's CPU clock (ns, ``cpuclock``) at ``sent``, ``begin``, ``end`` and
     ``done``, each read while the worker waits for the parent: a process's clock read from
@@ -141,14 +105,6 @@ class Conversation:
         )
         self.plan: TimedPlan = schedule.plan
         self._ours, self._theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        for end in (self._ours, self._theirs):
-            # Outputs of megabytes cross in a few large writes instead of hundreds of small
-            # ones (5x faster here): less of a chunk's span is the transfer's noise.
-            for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
-                try:
-                    end.setsockopt(socket.SOL_SOCKET, option, _SOCKET_BYTES)
-                except OSError:
-                    pass
         self.ready_at: int | None = None
         self.chunks: dict[tuple[str, int], Chunk] = {}
         self.problem: str | None = None
@@ -157,6 +113,8 @@ class Conversation:
         """When the conversation ended (the worker's run was over)."""
         self.waited_ns = 0
         """Time the worker waited for its turns (blocked on its descriptor 3)."""
+        self.received_bytes = 0
+        """Bytes the worker sent on its descriptor 3 (its messages: tensors go as files)."""
         self._root: int | None = None
         self._forked = False
         self.processes: tuple[int, int] | None = None
@@ -168,14 +126,6 @@ class Conversation:
         """The worker's huge pages when its timed calls (phase K) ended."""
         self._done: list[str] = []
         self._current: tuple[str, int, str] | None = None
-        self._scratch: Any = None
-        self._landing_memory: Any = None
-        """The memory the kept outputs land in, chunk after chunk (``_landing``)."""
-        self._taken: list[Any] = []
-        """Buffers of ``WARM`` this conversation reads into (``release`` gives them back)."""
-        self.checked: dict[str, list[list[Any]]] | None = None
-        """The checked calls' tensors (``Checked``), once the worker sent them: per key, one
-        list of tensors per check seed."""
         self._waiting_ns: dict[str, int | None] = {}
         """The worker's CPU time while it waited for its turns, per phase (``waiting_cpu``)."""
         self._thread = threading.Thread(target=self._serve, daemon=True)
@@ -213,17 +163,14 @@ class Conversation:
         self._ours.close()
 
     def release(self) -> None:
-        """After the judgement: the buffers go back to ``WARM`` (nothing may read the
-        conversation's tensors after this)."""
-        self.checked = None
-        self._scratch = self._landing_memory = None
-        while self._taken:
-            WARM.give(self._taken.pop())
+        """After the judgement: the outputs still held go (nothing may read them after)."""
+        self.schedule.checked.close()
+        self.schedule.kept.close()
 
-    def _take(self, size: int) -> Any:
-        buffer = WARM.take(size)
-        self._taken.append(buffer)
-        return buffer
+    @property
+    def checked(self) -> bool:
+        """Every check seed's tensors came."""
+        return self.schedule.checked.arrived(self.side == REFERENCE) == CHECK_SEEDS
 
     def complete(self, phase: str) -> bool:
         """``phase`` ran to its end and every chunk was stamped from seeds to outputs."""
@@ -338,7 +285,7 @@ class Conversation:
         the begin and end markers. None when the phase did not complete. A time-keeping cheat
         shows in every chunk; the median keeps a chunk that the scheduler held up from
         looking like one."""
-        rates = self._rates(phase)
+        rates = self.host_rates(phase)
         return statistics.median(rates) if rates else None
 
     def least_per_call(self, phase: str) -> float | None:
@@ -346,7 +293,7 @@ class Conversation:
         the harness's own cost). What the parent's delays in stamping add to a chunk is not
         the harness's cost: with a core kept busy, identity chunks of a few calls were seen at
         a median above the candidate's own per-call window, which netted it to nothing."""
-        rates = self._rates(phase)
+        rates = self.host_rates(phase)
         return min(rates) if rates else None
 
     def cpu_rates(self, phase: str) -> list[float] | None:
@@ -365,9 +312,10 @@ class Conversation:
             rates.append(max(end - begin, 0) / 1e9 / max(chunk.calls, 1))
         return rates
 
-    def _rates(self, phase: str) -> list[float]:
+    def host_rates(self, phase: str) -> list[float]:
         """Host seconds per call between each chunk's markers ([] when ``phase`` did not
-        complete)."""
+        complete): on a GPU, the device's time for the chunk (the worker waits for the whole
+        device before its end marker)."""
         if not self.complete(phase):
             return []
         return [
@@ -376,14 +324,13 @@ class Conversation:
         ]
 
     def _serve(self) -> None:
-        stream = self._ours.makefile("rb")
+        stream = _Reader(self._ours)
         try:
             while True:
-                line = stream.readline(_LINE_BYTES)
+                line = stream.line()
+                self.received_bytes = stream.received
                 if not line:
                     return
-                if not line.endswith(b"\n"):
-                    raise ValueError("a message longer than any the harness sends")
                 self._handle(parse_message(line), stream)
         except Exception as error:
             # Any error is the worker's doing (its messages are all this thread reads): a
@@ -440,7 +387,7 @@ class Conversation:
             time.sleep(_SETTLE_POLL_S)
         return time.perf_counter_ns() if waited else now
 
-    def _handle(self, message: AnyMessage, stream: Any) -> None:
+    def _handle(self, message: AnyMessage, stream: _Reader) -> None:
         now = time.perf_counter_ns()
         if isinstance(message, (Next, Marker)):
             now = self._settled(now)
@@ -466,10 +413,8 @@ class Conversation:
             self._next(message, now)
             return
         if isinstance(message, Checked):
-            if self.checked is not None:
-                raise ValueError("the checked tensors twice")
-            if self._current is not None and self._current[2] != "next":
-                raise ValueError("the checked tensors in the middle of a chunk")
+            if self._current is not None:
+                raise ValueError("the checked tensors in the middle of a phase")
             self._checked(message, stream)
             return
         if self._current is None or self._current[:2] != (message.phase, message.chunk):
@@ -538,12 +483,11 @@ class Conversation:
         else:
             first = self.schedule.baseline_first(message.phase, message.chunk)
         seeds = self.plan.seeds_for(first, calls)
-        landing = self._landing(message.phase, message.chunk, calls)
         # Stamped before sending: a delay of this thread lengthens the span, never shortens it.
         cpu, sent = self._cpu(), time.perf_counter_ns()
         self._send({"seeds": seeds})
         self.chunks[(message.phase, message.chunk)] = Chunk(
-            calls=calls, first=first, asked=asked, sent=sent, cpu={"sent": cpu}, landing=landing
+            calls=calls, first=first, asked=asked, sent=sent, cpu={"sent": cpu}
         )
         self._current = (message.phase, message.chunk, "begin")
 
@@ -556,125 +500,117 @@ class Conversation:
         else:
             self._waiting_ns[phase] = total + granted - asked
 
-    def _landing(self, phase: str, chunk: int, calls: int) -> Any:
-        """Memory for the outputs the chunk will send, touched before its seeds are sent.
-
-        Outputs land in memory, and touching fresh memory is slow and uneven on a virtual
-        machine: 64 MB of outputs took 52 ms to receive, then 320 ms once the system's
-        recently freed pages ran out, on both sides, a noise ten times the calls' own time
-        inside the chunk's span. Touched here, before the span opens (the worker waits for its
-        seeds), it costs the span nothing; and the same memory serves the next chunk once its
-        kept outputs were compared (``outputs.TimedOutputs``), so it is touched once per
-        evaluation, not once per chunk."""
-        if phase != "K" or self.plan.output_bytes <= 0:
-            return None
-        if self._scratch is None or self._scratch.numel() < self.plan.output_bytes:
-            # Where the outputs that are not kept are read to, and dropped.
-            self._scratch = self._take(self.plan.output_bytes)
-        size = self.plan.kept_calls(chunk, calls) * self.plan.output_bytes
-        if size <= 0:
-            return None
-        memory = self._landing_memory
+    def _checked(self, message: Checked, stream: _Reader) -> None:
+        """One check seed's tensors, each key once, the seeds in order; once the reference
+        told its sizes, at most what two of its calls' outputs and its inputs take."""
         reference = self.side == REFERENCE
-        if memory is None or memory.numel() < size or self.schedule.kept.held(reference):
-            # Outputs still held (not compared yet) live in the old memory: it stays theirs.
-            memory = self._landing_memory = self._take(size)
-        return memory[:size]
-
-    def _checked(self, message: Checked, stream: Any) -> None:
-        """The checked calls' tensors, every key of every check seed once, read into one
-        buffer. At most ``CHECKED_BYTES``, and once the reference told its sizes, at most
-        twice what its calls' outputs and inputs take."""
-        import torch
-
-        keys = {(item.key, item.seed) for item in message.items}
-        if len(keys) != len(message.items) or len(keys) != 3 * CHECK_SEEDS:
-            raise ValueError("checked tensors that are not one of each key and seed")
+        fds = stream.take(message.files)
+        pack = Pack(fds)
+        if message.seed != self.schedule.checked.arrived(reference):
+            pack.close()
+            raise ValueError("a check seed out of order")
+        if sorted(item.key for item in message.items) != sorted(KEYS) or any(
+            item.seed != message.seed for item in message.items
+        ):
+            pack.close()
+            raise ValueError("checked tensors that are not one of each key")
         total = sum(header.nbytes for item in message.items for header in item.tensors)
-        budget = CHECKED_BYTES
-        if self.plan.output_bytes > 0:
-            call = 2 * self.plan.output_bytes + self.plan.input_bytes
-            budget = min(budget, 2 * CHECK_SEEDS * call + (1 << 20))
-        if total > budget:
+        if self.plan.output_bytes > 0 and total > (
+            2 * self.plan.output_bytes + self.plan.input_bytes + (1 << 20)
+        ):
+            pack.close()
             raise ValueError("more checked bytes than the reference's outputs take")
-        # Room for each tensor's alignment too (at most 15 bytes before each).
-        tensors = sum(len(item.tensors) for item in message.items)
-        memory = self._take(total + 16 * tensors + 1)
-        checked: dict[str, list[list[Any]]] = {
-            key: [[] for _ in range(CHECK_SEEDS)] for key in ("check", "again", "after")
-        }
-        offset = 0
-        for item in message.items:
-            for header in item.tensors:
-                dtype = _dtype(torch, header)
-                # Each tensor on its own dtype's alignment within the buffer.
-                offset += -offset % dtype.itemsize
-                flat = memory[offset : offset + header.nbytes]
-                if header.nbytes and _read_into(stream, flat.numpy().data) != header.nbytes:
-                    raise ValueError("a checked tensor cut short")
-                offset += header.nbytes
-                checked[item.key][item.seed].append(flat.view(dtype).reshape(header.shape))
-        self.checked = checked
+        try:
+            values: dict[str, list[Any]] = {
+                item.key: _tensors(pack, item.tensors) for item in message.items
+            }
+        except (ValueError, TypeError):
+            pack.close()
+            raise
+        self.schedule.checked.arrive(reference, message.seed, values, pack)
 
-    def _outputs(self, message: Outputs, chunk: Chunk, stream: Any) -> None:
-        """Every timed call's outputs, in order (none in the other phases): the kept ones land
-        in ``outputs``, the others are read and dropped. The worker does not know which."""
-        import torch
-
+    def _outputs(self, message: Outputs, chunk: Chunk, stream: _Reader) -> None:
+        """Every timed call's outputs, in order (none in the other phases): the kept ones
+        are held for their comparison, the others let go unread. The worker does not know
+        which."""
+        pack = Pack(stream.take(message.files))
         first = chunk.first
         sent = list(range(chunk.calls)) if message.phase == "K" else []
         if [item.position for item in message.items] != sent:
             raise ValueError("outputs of other calls than the chunk's")
+        total = sum(header.nbytes for item in message.items for header in item.tensors)
+        if total > 2 * chunk.calls * self.plan.output_bytes + (1 << 20):
+            raise ValueError("more output bytes than the reference's outputs take")
         kept = set(self.plan.keep_chunk(message.chunk)) if sent else set()
-        budget = 2 * chunk.calls * self.plan.output_bytes + (1 << 20)
         for item in message.items:
-            keep = first + item.position in kept
-            values = []
-            for header in item.tensors:
-                dtype = _dtype(torch, header)
-                size = header.nbytes
-                budget -= size
-                if budget < 0:
-                    raise ValueError("more output bytes than the reference's outputs take")
-                # Read straight into the tensor's memory: one copy, so that the time from a
-                # chunk's end marker to its outputs received is mostly the worker's. Kept
-                # outputs land in the chunk's landing, the others in the scratch buffer.
-                room = chunk.landing if keep else self._scratch
-                if (
-                    room is not None
-                    and room.numel() >= size
-                    and room.data_ptr() % dtype.itemsize == 0
-                ):
-                    flat = room[:size]
-                    if keep:
-                        chunk.landing = room[size:]
-                else:
-                    flat = torch.empty(size, dtype=torch.uint8)
-                if size and _read_into(stream, flat.numpy().data) != size:
-                    raise ValueError("an output cut short")
-                if keep:
-                    values.append(flat.view(dtype).reshape(header.shape))
-            if keep:
-                self.schedule.kept.hold(self.side == REFERENCE, first + item.position, values)
+            values = _tensors(pack, item.tensors)
+            if first + item.position in kept:
+                self.schedule.kept.hold(
+                    self.side == REFERENCE, first + item.position, values, item.reused
+                )
 
 
-def _dtype(torch: Any, header: TensorHeader) -> Any:
-    """The torch dtype a worker's tensor header names, its byte count checked against its
-    shape (ValueError: the worker broke the protocol)."""
-    dtype = getattr(torch, header.dtype, None)
-    if not isinstance(dtype, torch.dtype):
-        raise ValueError(f"a tensor of unknown dtype {header.dtype!r}")
-    if math.prod(header.shape) * dtype.itemsize != header.nbytes:
-        raise ValueError("a tensor whose byte count does not match its shape")
-    return dtype
+def _tensors(pack: Pack, headers: list[TensorHeader]) -> list[SharedTensor]:
+    """The tensors ``headers`` place in ``pack`` (ValueError: the worker broke the
+    protocol)."""
+    import torch
+
+    found = []
+    for header in headers:
+        dtype = getattr(torch, header.dtype, None)
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"a tensor of unknown dtype {header.dtype!r}")
+        if math.prod(header.shape) * dtype.itemsize != header.nbytes:
+            raise ValueError("a tensor whose byte count does not match its shape")
+        place = TensorPlace(dtype, tuple(header.shape), header.nbytes, header.at)
+        found.append(pack.tensor(place))
+    return found
 
 
-def _read_into(stream: Any, target: memoryview) -> int:
-    """Fill ``target`` from ``stream``; returns the bytes read (fewer: the stream ended)."""
-    done = 0
-    while done < len(target):
-        count = stream.readinto(target[done:])
-        if not count:
-            break
-        done += count
-    return done
+_MOST_WAITING = 2 * MOST_FILES + 16
+"""Descriptors a worker may have sent ahead of the messages that name them."""
+
+
+class _Reader:
+    """Lines from the worker's end of descriptor 3, with the descriptors sent beside them
+    (``SCM_RIGHTS``), in the order they came: a message that names ``files`` takes that many
+    from the front."""
+
+    def __init__(self, channel: socket.socket) -> None:
+        self.channel = channel
+        self.pending = bytearray()
+        self.fds: deque[int] = deque()
+        self.received = 0
+
+    def line(self) -> bytes:
+        """The next line (b"" once the worker's end is closed)."""
+        while True:
+            end = self.pending.find(b"\n")
+            if end >= 0:
+                line = bytes(self.pending[: end + 1])
+                del self.pending[: end + 1]
+                return line
+            if len(self.pending) > _LINE_BYTES:
+                raise ValueError("a message longer than any the harness sends")
+            data, ancillary, flags, _ = self.channel.recvmsg(1 << 16, _ANCILLARY)
+            for level, kind, raw in ancillary:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    self.fds.extend(array.array("i", raw[: len(raw) - len(raw) % 4]))
+            if flags & socket.MSG_CTRUNC or len(self.fds) > _MOST_WAITING:
+                raise ValueError("more memory files than the harness takes at once")
+            if not data:
+                return b""
+            self.received += len(data)
+            self.pending += data
+
+    def take(self, count: int) -> list[int]:
+        if count > len(self.fds):
+            raise ValueError("fewer memory files than the message names")
+        return [self.fds.popleft() for _ in range(count)]
+
+    def close(self) -> None:
+        while self.fds:
+            os.close(self.fds.popleft())
+
+
+_ANCILLARY = socket.CMSG_SPACE(MOST_FILES * array.array("i").itemsize)

@@ -32,7 +32,7 @@ only by fresh processes). On a CPU those workers are forked, each side's from a 
 own that imported torch once for the evaluation (``zygote.py``): both zygotes start as step 2
 says the workers do.
 
-The reward is the paired estimate of eager time / candidate time (``schedule.paired_speedup``,
+The reward is the paired estimate of eager time / candidate time (``stats.chunk_pair_speedup``,
 with its interval); ``speedup_vs_compile`` is reported too. ``Feedback.phases`` says where the
 seconds went (``PHASES``).
 """
@@ -107,6 +107,24 @@ def check_device(
             f"--device cuda: this machine has no CUDA GPU that PyTorch can use{hint}"
         )
     return torch
+
+
+def resolve_device(device: str, kind: str) -> str:
+    """The device ``device`` names: ``auto`` is ``cuda`` for a KernelBench task when PyTorch
+    sees a GPU, else ``cpu`` (C++ and project tasks run on the CPU)."""
+    if device != "auto":
+        return device
+    if kind != "kernelbench" or importlib.util.find_spec("torch") is None:
+        return "cpu"
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def device_note(device: str) -> str:
+    """What ``--device auto`` chose, in words."""
+    why = "PyTorch sees a GPU" if device == "cuda" else "no GPU that PyTorch can use"
+    return f"device: {device} (auto: {why})"
 
 
 def _nvcc() -> str | None:
@@ -337,7 +355,9 @@ def _one_round(
             try:
                 if torch is None:  # imported while the workers start up, before any timing
                     import torch
-                schedule.kept.compare_with(Comparison(torch, settings.tolerance))
+                comparison = Comparison(torch, settings.tolerance)
+                schedule.kept.compare_with(comparison)
+                schedule.checked.compare_with(comparison)
                 # The timing CPU alone for the window (its turn held until both runs end; the
                 # workers wait for their first chunks meanwhile, blocked, as for each other's).
                 turn.enter_context(cpu_turn(cpu if settings.device == "cpu" else None))

@@ -1,5 +1,6 @@
 """What a worker hands the parent, as typed records: its report (``result.json``) and the
-messages of the conversation on descriptor 3 (its checked tensors among them, ``Checked``).
+messages of the conversation on descriptor 3 (its checked tensors among them, ``Checked``,
+whose bytes lie in memory files sent with the message: ``shared``).
 
 Everything here comes from a process that ran the candidate's code, so nothing is trusted: a
 record that does not validate is an ``evidence`` finding (the measurement is void), never a
@@ -141,11 +142,13 @@ class End(_Evidence):
 
 
 class TensorHeader(_Evidence):
-    """One output tensor whose raw bytes follow the message."""
+    """One tensor in the memory files sent with its message (``shared``)."""
 
     dtype: str
     shape: list[Annotated[int, Field(ge=0)]]
     nbytes: int = Field(ge=0)
+    at: int = Field(ge=0)
+    """Its position in the files' concatenation."""
 
 
 class OutputItem(_Evidence):
@@ -154,15 +157,20 @@ class OutputItem(_Evidence):
     position: int = Field(ge=0)
     """The call's place in its chunk."""
     tensors: list[TensorHeader]
+    reused: bool = False
+    """A later call of the chunk returned this call's output buffer again (the worker's
+    word: it only changes how a wrong output is worded)."""
 
 
 class Outputs(_Evidence):
-    """The outputs the parent asked for after a chunk; their bytes follow in order."""
+    """Every timed call's outputs after a chunk, in the memory files sent with it."""
 
     m: Literal["outputs"]
     phase: str
     chunk: int = Field(ge=0)
     items: list[OutputItem]
+    files: int = Field(ge=0)
+    """Memory files sent with the message."""
 
 
 class CheckedItem(_Evidence):
@@ -176,11 +184,14 @@ class CheckedItem(_Evidence):
 
 
 class Checked(_Evidence):
-    """The checked calls' tensors, every key of every check seed once, sent once after the
-    checks; their bytes follow in order."""
+    """The checked calls' tensors of one check seed, each key once, in the memory files sent
+    with the message; the seeds come in order."""
 
     m: Literal["checked"]
-    items: list[CheckedItem] = Field(max_length=3 * CHECK_SEEDS)
+    seed: int = Field(ge=0, lt=CHECK_SEEDS)
+    items: list[CheckedItem] = Field(max_length=3)
+    files: int = Field(ge=0)
+    """Memory files sent with the message."""
 
 
 AnyMessage = Ready | Next | Marker | End | Outputs | Checked

@@ -15,9 +15,10 @@ the run's other processes while timed (``untracked``), huge pages the candidate'
 turned back on or holds (``memory``), the speed of light on CUDA (``implausible``,
 capped).
 
-The speedup is the paired estimate of ``schedule.paired_speedup`` (the geometric mean of the
+The speedup is the paired estimate of ``stats.chunk_pair_speedup`` (the geometric mean of the
 ratios of the two sides' chunk means, chunk by chunk; on a CPU, of the worker's CPU clock per
-call over each chunk, ``Judge._paired``) with its 95% interval; the candidate's
+call over each chunk, on a GPU of the parent's clock, ``Judge._paired``) with its 95%
+interval; the candidate's
 cost is the reference's median over it, so reference cost / candidate cost is the speedup.
 """
 
@@ -33,7 +34,7 @@ from maxcode.evaluate.build import bounded_diagnostics
 from maxcode.evaluate.integrity import Verdict, isolation_flags
 from maxcode.evaluate.kernelbench.backends import UNTIMED, launch_findings
 from maxcode.evaluate.kernelbench.channel import OUTSIDE_PARTS
-from maxcode.evaluate.kernelbench.outputs import MISSING, Comparison
+from maxcode.evaluate.kernelbench.outputs import MISSING, REUSED, Comparison
 from maxcode.evaluate.kernelbench.roofline import cap_at_light, roofline
 from maxcode.evaluate.kernelbench.runner import Side, last_line, limit_message
 from maxcode.evaluate.kernelbench.schedule import TimedPlan
@@ -44,8 +45,7 @@ from maxcode.evaluate.kernelbench.settings import (
     KernelBenchSettings,
 )
 from maxcode.evaluate.sandbox import Sandbox
-from maxcode.evaluate.stats import PairedEstimate, PairedExcess, paired_excess
-from maxcode.evaluate.stats import chunk_pair_speedup as paired_speedup
+from maxcode.evaluate.stats import PairedEstimate, PairedExcess, chunk_pair_speedup, paired_excess
 from maxcode.tasks.model import Task
 from maxcode.types import ErrorKind, Feedback, ForwardProfile, TestOutcome, TimingStats
 
@@ -153,33 +153,34 @@ class Judge:
         return self.verdict.unmeasured(False, 0)
 
     def judge(self, reference: Side, candidate: Side) -> Feedback:
-        assert reference.tensors is not None and reference.report is not None
-        for found in self._screen(reference.tensors):
+        assert reference.conversation is not None and reference.report is not None
+        checked = reference.conversation.schedule.checked
+        checked.compare_with(self.comparison)
+        for found in checked.findings():
             self.verdict.flag("task", found)
         early = self.run_failure(candidate)
         if early is not None:
             return early
-        assert candidate.tensors is not None and candidate.report is not None
+        assert candidate.report is not None
         if self.settings.kernel_backend() == "triton":
             for found in launch_findings(candidate.report):
                 self.verdict.flag("backend", found)
-        expected, got = reference.tensors, candidate.tensors
         outcomes = []
         for number in range(CHECK_SEEDS):
-            problem = self._compare(expected["check"][number], got["check"][number])
+            seed = checked.verdicts[number]
+            problem = seed.check
             if problem is None and number in candidate.report.aliased:
                 self.verdict.flag("aliasing", "the output shares memory with an input")
                 problem = "the output shares memory with an input (return a new tensor)"
-            if problem is None:
-                problem = self._inputs_changed(expected["after"][number], got["after"][number])
-            if problem is None:
-                again = self._compare(expected["check"][number], got["again"][number])
-                if again is not None:
-                    self.verdict.flag(
-                        "nondeterministic",
-                        f"seed {number} was right once and wrong when run again",
-                    )
-                    problem = f"second run: {again}"
+            if problem is None and seed.inputs is not None:
+                self.verdict.flag("inputs", seed.inputs[0])
+                problem = seed.inputs[1]
+            if problem is None and seed.again is not None:
+                self.verdict.flag(
+                    "nondeterministic",
+                    f"seed {number} was right once and wrong when run again",
+                )
+                problem = f"second run: {seed.again}"
             outcomes.append(
                 TestOutcome(
                     index=number,
@@ -252,6 +253,9 @@ class Judge:
             if problem == MISSING:
                 self.verdict.flag("evidence", f"no output of timed call {position + 1}")
                 return "the outputs of the timed calls are missing"
+            if problem == REUSED:
+                self.verdict.flag("reused", f"timed call {position + 1}: {REUSED}")
+                return f"timed call {position + 1}: {problem}"
             if problem is not None:
                 self.verdict.flag(
                     "caching",
@@ -401,27 +405,37 @@ class Judge:
         turns spends CPU time only on its own work; work moved to other processes is ``untracked``,
         to other threads ``threads``. When the claims fall short of that clock by more than
         ``CLAIM_SHORT`` of the speedup, the finding (``clock``) says so. On a GPU the kernels run on
-        no CPU clock: the claims (CUDA events), checked against host time (``_clock_lie``)."""
+        no CPU clock: a chunk's cost is the parent's host time between its markers per call (the
+        worker waits for the whole device before its end marker; the chunk's calls run back to
+        back on the device, each after an L2 flush), less the harness's own (the least of the
+        identity chunks' host time per call: the flush, the events, the launches). The claims
+        (CUDA events) are shown beside it (``clock``), and checked against host time
+        (``_clock_lie``)."""
         assert reference.conversation is not None and candidate.conversation is not None
-        claimed = paired_speedup(
-            reference.conversation.chunk_times("K"), candidate.conversation.chunk_times("K")
-        )
-        ours, theirs = candidate.conversation.cpu_rates("K"), reference.conversation.cpu_rates("K")
-        if self.settings.device != "cpu" or not ours or not theirs:
-            # (On a CPU, clocks that could not be read void the verdict: ``_clock_lie``.)
+        ours_side, theirs_side = candidate.conversation, reference.conversation
+        claimed = chunk_pair_speedup(theirs_side.chunk_times("K"), ours_side.chunk_times("K"))
+        if self.settings.device == "cpu":
+            ours, theirs = ours_side.cpu_rates("K"), theirs_side.cpu_rates("K")
+            identity = theirs_side.outside("O", "cpu") or {}
+            loop = max(min(identity.get(OUTSIDE_PARTS[1], []), default=0.0), 0.0)
+            clock = "the worker's CPU clock"
+        else:
+            ours, theirs = ours_side.host_rates("K"), theirs_side.host_rates("K")
+            loop = theirs_side.least_per_call("O") or 0.0
+            clock = "the parent's clock"
+        if not ours or not theirs:
+            # (Clocks that could not be read void the verdict: ``_host_check``.)
             return claimed.with_process_bias(PROCESS_BIAS)
-        identity = reference.conversation.outside("O", "cpu") or {}
-        loop = max(min(identity.get(OUTSIDE_PARTS[1], []), default=0.0), 0.0)
-        by_cpu = paired_speedup(
+        by_clock = chunk_pair_speedup(
             [[max(rate - loop, 0.0)] for rate in theirs], [[max(rate - loop, 0.0)] for rate in ours]
         )
-        if by_cpu.speedup > 0 and claimed.speedup > by_cpu.speedup * (1 + CLAIM_SHORT):
+        if by_clock.speedup > 0 and claimed.speedup > by_clock.speedup * (1 + CLAIM_SHORT):
             self.verdict.flag(
                 "clock",
-                f"the in-process timings claim {claimed.speedup:.2f}x, the worker's CPU clock "
-                f"over the same calls {by_cpu.speedup:.2f}x: the CPU clock's is the reward",
+                f"the in-process timings claim {claimed.speedup:.2f}x, {clock} over the same "
+                f"calls {by_clock.speedup:.2f}x: that clock's is the reward",
             )
-        return by_cpu.with_process_bias(PROCESS_BIAS)
+        return by_clock.with_process_bias(PROCESS_BIAS)
 
     def _host_check(
         self, reference: Side, candidate: Side, timings: dict[str, TimingStats]
@@ -613,61 +627,10 @@ class Judge:
                 "its huge pages are unknown",
             )
 
-    def _compare(self, expected: list[Any], got: list[Any]) -> str | None:
-        return self.comparison.outputs(expected, got)
-
     @property
     def comparison(self) -> Comparison:
         """Outputs against expected ones, at the task's tolerance."""
         return Comparison(self.torch, self.settings.tolerance)
-
-    def _inputs_changed(self, expected: list[Any], got: list[Any]) -> str | None:
-        """The candidate's inputs after the call against the reference's (each side saves
-        them only when its call changed them: [] is 'as made')."""
-        torch = self.torch
-        if got and not expected:
-            self.verdict.flag("inputs", "the candidate changed its inputs in place")
-            return "an input was changed by the call (inputs must stay unchanged)"
-        if len(got) != len(expected):
-            self.verdict.flag("inputs", "the candidate's inputs are not the reference's")
-            return "the inputs after the call are missing"
-        for position, (want, have) in enumerate(zip(expected, got)):
-            same = (
-                type(have) is torch.Tensor
-                and have.dtype == want.dtype
-                and have.shape == want.shape
-                and torch.equal(have.nan_to_num(0.0), want.nan_to_num(0.0))
-            )
-            if not same:
-                self.verdict.flag("inputs", f"the candidate changed input {position} in place")
-                return f"input {position} was changed by the call (inputs must stay unchanged)"
-        return None
-
-    def _screen(self, tensors: dict[str, Any]) -> list[str]:
-        """Findings about the task itself, from the reference's outputs."""
-        comparison = self.comparison
-        found = []
-        outputs = [values for values in tensors["check"]]
-        floating = [
-            values for values in outputs if all(value.is_floating_point() for value in values)
-        ]
-        if floating:
-            if all(comparison.near_constant(values, lambda _: 0.0) for values in floating):
-                found.append("an all-zeros output passes the tolerance")
-            elif all(
-                comparison.near_constant(values, lambda value: value.double().mean())
-                for values in floating
-            ):
-                found.append("a constant output passes the tolerance")
-        if len(outputs) > 1 and all(comparison.agrees(outputs[0], other) for other in outputs):
-            found.append("the output is the same for every input")
-        for first, again in zip(tensors["check"], tensors["again"]):
-            if not comparison.agrees(first, again):
-                found.append("the reference disagrees with itself when run twice")
-                break
-        if any(tensors["after"]):  # a seed's inputs saved after the call: the call changed them
-            found.append("the reference changes its inputs in place")
-        return found
 
 
 def _too_fast(claimed: float, host: float, calls: int, noise: float) -> bool:

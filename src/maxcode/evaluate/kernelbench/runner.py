@@ -23,11 +23,11 @@ from typing import Any
 
 from maxcode.config import cache_dir
 from maxcode.errors import TaskError
-from maxcode.evaluate.kernelbench import channel
 from maxcode.evaluate.kernelbench.channel import Conversation
 from maxcode.evaluate.kernelbench.evidence import WorkerReport, read_report
 from maxcode.evaluate.kernelbench.schedule import TimedPlan
 from maxcode.evaluate.kernelbench.settings import CHECK_SEEDS, WARMUP_SEEDS, KernelBenchSettings
+from maxcode.evaluate.kernelbench.shared import SEGMENT_BYTES
 from maxcode.evaluate.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
 from maxcode.evaluate.turns import gpu_turn
 from maxcode.tasks.kernelbench import reference_failure
@@ -94,7 +94,7 @@ class Job:
             "profile": settings.profile,
             "backend": settings.kernel_backend(),
             "timed": settings.timed,
-            "checked_bytes": channel.CHECKED_BYTES,
+            "segment_bytes": SEGMENT_BYTES,
         }
 
     def again(self) -> Job:
@@ -107,12 +107,13 @@ class Job:
 
 @dataclass
 class Side:
-    """What one worker run left: its report, its checked tensors, its sandbox result, its
-    conversation (host stamps, timed outputs)."""
+    """What one worker run left: its report, its sandbox result, its conversation (host
+    stamps; its outputs went to the schedule's ``checked`` and ``kept``)."""
 
     report: WorkerReport | None
     """None when the worker left no report, or a malformed one (``problem`` says which)."""
-    tensors: dict[str, list[list[Any]]] | None
+    checked: bool
+    """Every check seed's tensors came."""
     sandbox: SandboxResult
     conversation: Conversation | None
     problem: str | None = None
@@ -122,7 +123,7 @@ class Side:
 
     @property
     def ok(self) -> bool:
-        return self.report is not None and self.report.stage == "ok" and self.tensors is not None
+        return self.report is not None and self.report.stage == "ok" and self.checked
 
 
 @functools.cache
@@ -332,14 +333,13 @@ def _environment(cache: Path, workdir: Path, layout: int = 0) -> dict[str, str]:
 def read_side(workdir: Path, result: SandboxResult, conversation: Conversation | None) -> Side:
     report = read_report(workdir / "result.json")
     if isinstance(report, str):
-        return Side(None, None, result, conversation, problem=report)
+        return Side(None, False, result, conversation, problem=report)
     if report is None or report.stage != "ok" or report.role not in ("reference", "candidate"):
-        return Side(report, None, result, conversation)
-    tensors = None if conversation is None else conversation.checked
-    if tensors is None:
+        return Side(report, False, result, conversation)
+    if conversation is None or not conversation.checked:
         missing = "the worker sent no checked tensors"
-        return Side(report, None, result, conversation, problem=missing)
-    return Side(report, tensors, result, conversation)
+        return Side(report, False, result, conversation, problem=missing)
+    return Side(report, True, result, conversation)
 
 
 @contextlib.contextmanager

@@ -22,7 +22,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from maxcode.evaluate.kernelbench.outputs import TimedOutputs
+from maxcode.evaluate.kernelbench.outputs import CheckedOutputs, TimedOutputs
 from maxcode.evaluate.kernelbench.settings import (
     CHUNK,
     CHUNK_BYTES,
@@ -220,6 +220,8 @@ class Schedule:
         """Every chunk granted, in order: (side, phase, chunk)."""
         self.kept = TimedOutputs()
         """The kept outputs of the timed calls of both sides, compared between chunks."""
+        self.checked = CheckedOutputs()
+        """The checked calls' outputs of both sides, compared as they come."""
 
     def grant(self, side: str, phase: str, chunk: int) -> int:
         asked = time.perf_counter_ns()

@@ -15,17 +15,18 @@ needs (problem, candidate, the weights' seed, the warm-up inputs' seeds, drawn a
 other seed): the seeds of the checked and timed inputs come from the parent over descriptor 3
 (a socket), just in time, after this process reports the model built and warmed up.
 
-The conversation on descriptor 3 (JSON lines; raw bytes follow a header that counts them):
+The conversation on descriptor 3 (JSON lines; tensors go as sealed memory files passed beside
+the line that describes them, ``_Pack``, never as bytes on the socket):
 
 - ``ready`` (seconds of one warmed-up call, output bytes): the model is built and warmed up.
   The parent answers with the check seeds.
-- ``checked``, once the check seeds ran (each twice): the checked calls' outputs and the
-  inputs a call changed, the bytes after the header (``evidence.Checked``).
+- ``checked``, once per check seed (each run twice): its calls' outputs and the inputs a call
+  changed (``evidence.Checked``), copied out as each call returns.
 - per chunk of timed calls: ``next`` (asks for the chunk's seeds; the parent answers when it is
   this worker's turn, with one fresh seed per call, or with none when the phase is over),
   ``begin`` and ``end`` (with the calls' in-process seconds) around the calls, then the parent
-  answers (it reads this process's CPU clock meanwhile) and ``outputs`` sends every call's
-  outputs (timed calls; which of them the parent checks it draws itself and never says).
+  answers (it reads this process's CPU clock meanwhile) and ``outputs`` hands over every
+  call's outputs (timed calls; which of them the parent checks it draws itself and never says).
 
 The reference's worker and the candidate's are alive together and take turns chunk by chunk;
 the one whose turn it is not waits on descriptor 3. Both start up on the timing CPU, where
@@ -63,6 +64,8 @@ from typing import Any
 _perf_counter = time.perf_counter
 _write = os.write
 _read = os.read
+_pwrite = os.pwrite
+_memfd = os.memfd_create
 _dumps = json.dumps
 _loads = json.loads
 _CHANNEL_FD = 3
@@ -99,12 +102,29 @@ class _Channel:
     """This process's end of descriptor 3: JSON lines to the parent and its answers."""
 
     def __init__(self) -> None:
-        self.pending = b""
+        import socket
 
-    def send(self, message: dict[str, Any], payloads: tuple[Any, ...] | list[Any] = ()) -> None:
-        self._write_all((_dumps(message) + "\n").encode())
-        for payload in payloads:
-            self._write_all(payload)
+        self.pending = b""
+        # A descriptor of its own for the socket object, which closes it when collected.
+        try:
+            self.socket = socket.socket(fileno=os.dup(_CHANNEL_FD))
+        except OSError as error:
+            raise self._broken(str(error)) from None
+
+    def send(self, message: dict[str, Any], fds: tuple[int, ...] | list[int] = ()) -> None:
+        """One message; ``fds`` (memory files, ``_Pack``) go with its first byte."""
+        import array
+        import socket
+
+        data = (_dumps(message) + "\n").encode()
+        if fds:
+            rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())]
+            try:
+                sent = self.socket.sendmsg([data], rights)
+            except OSError as error:
+                raise self._broken(str(error)) from None
+            data = data[sent:]
+        self._write_all(data)
 
     def ask(self, message: dict[str, Any]) -> dict[str, Any]:
         self.send(message)
@@ -205,8 +225,13 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
     torch.set_num_threads(1)
+    device_sync = None
     if device.type == "cuda":
         torch.cuda.set_device(device)
+        # The device-wide wait the parent's stamps rely on (every kernel of a chunk done before
+        # its end marker), bound before the candidate loads: a patch of ``torch.cuda`` does
+        # not reach it.
+        device_sync = torch._C._cuda_synchronize
     overrides = spec["overrides"]
     try:
         problem = _load_module("maxcode_problem", spec["problem"], overrides)
@@ -253,8 +278,8 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         ) from None
 
     def sync() -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        if device_sync is not None:
+            device_sync()
 
     def make_inputs(seed: int) -> list:
         torch.manual_seed(seed)
@@ -267,9 +292,6 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
 
     def fresh(inputs: list) -> list:
         return [value.clone() if isinstance(value, torch.Tensor) else value for value in inputs]
-
-    def to_cpu(values: list) -> list:
-        return [value.detach().to("cpu").clone() for value in values]
 
     def flat(output: object, where: str) -> list:
         # By exact type, read through the base class: a subclass of list or tuple could run
@@ -310,10 +332,18 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         return
     channel = _Channel()
     timing = _Timing(
-        torch, spec, device, make_inputs, sync, lambda out: flat(out, "timed call"), channel
+        torch,
+        spec,
+        device,
+        make_inputs,
+        sync,
+        lambda out: flat(out, "timed call"),
+        channel,
+        _staging(torch, device),
     )
-    saved: dict[str, list] = {"check": [], "again": [], "after": []}
-    aliased = []
+    aliased: list[int] = []
+    # On a GPU, outputs reach the memory files through pinned host memory, a piece at a time.
+    staging = _staging(torch, device)
     checked = model if launches is None else launches.per_call(model)
     with torch.no_grad():
         # Warm-up on inputs of its own seeds; only then are the checked and timed inputs sent.
@@ -340,34 +370,34 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
             sync()
             if aliases(first, given):
                 aliased.append(number)
-            saved["check"].append(to_cpu(first))
-            # The inputs after the call, only when the call changed them ([]: unchanged): the
-            # parent compares them with the reference's. Inputs of 100 MB were saved and read
-            # back twice per seed when every call's were kept, seconds per evaluation.
+            # Each call's outputs are copied out as soon as it returns (into the memory files
+            # the parent reads, ``_Pack``): a later call that reuses their buffer cannot change
+            # them. The inputs after the call go only when the call changed them ([]:
+            # unchanged): the parent compares them with the reference's.
+            pack = _Pack(torch, staging, int(spec["segment_bytes"]))
+            items = [{"key": "check", "seed": number, "tensors": pack.add(first)}]
+            del first
             after = [v for v in given if isinstance(v, torch.Tensor)]
             made = [v for v in inputs if isinstance(v, torch.Tensor)]
-            saved["after"].append([] if unchanged(made, after) else to_cpu(after))
+            changed = [] if unchanged(made, after) else after
+            items.append({"key": "after", "seed": number, "tensors": pack.add(changed)})
+            del given, after, changed
             second = flat(checked(*fresh(inputs)), f"seed {number}, second run")
             sync()
-            saved["again"].append(to_cpu(second))
-        del inputs, given, first, second
+            items.append({"key": "again", "seed": number, "tensors": pack.add(second)})
+            del second, inputs
+            pack.send(channel, {"m": "checked", "seed": number, "items": items})
         result["aliased"] = aliased
-        # Sent now and let go: the reserve below then reuses their memory, which this process
-        # has touched, where it faulted in as much afresh (0.5-4.9 s a worker for the scaled
-        # level1/21_Sigmoid's 528 MB reserve, behind 576 MB of checked tensors still held).
-        _send_checked(torch, channel, saved, int(spec["checked_bytes"]))
-        del saved
         stages.done("checks")
         if not spec.get("timed", True):
             if launches is not None:
                 result["triton"] = launches.report(None, 0)
             result["times"] = {}
             return
-        # On a GPU the timed calls' inputs live on the device: the host's heap holds only the
-        # outputs' copies sent to the parent. Reserving for the inputs too had the H100's
-        # workers fault in about 34 GB of host memory for the full-size
-        # level1/4_Matrix_vector_multiplication_ (an 8.6 GB input): 29.6 s of its checks.
-        _reserve(torch, spec, output_bytes + (input_bytes if device.type == "cpu" else 0))
+        # On a GPU the timed calls' inputs and outputs live on the device: nothing of them
+        # grows the host's heap.
+        if device.type == "cpu":
+            _reserve(torch, spec, output_bytes + input_bytes)
         result["threads_before"] = _threads()
         result["torch_threads_before"] = torch.get_num_threads()
         times: dict[str, list[float]] = {}
@@ -408,61 +438,113 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
     result["times"] = times
 
 
-def _send_checked(torch: Any, channel: _Channel, saved: dict[str, list[Any]], limit: int) -> None:
-    """Sends the checked calls' tensors to the parent (``evidence.Checked``), or says
-    plainly that they are more than the ``limit`` a worker may send. (They went through a
-    file until 2026-11-26: written and read back, 600 MB a side of the scaled
-    ``level1/21_Sigmoid`` took 3-4 s a round in memory the VM had to fault in afresh.)"""
+class _Pack:
+    """Tensors copied into sealed memory files, sent in one message (``shared`` in the parent
+    reads them where they lie): each tensor at a position in the files' concatenation, aligned
+    to ``_ALIGN``, in the rest of the last file when it fits, else from the start of a fresh
+    one, over as many whole files as it needs (a file holds ``segment_bytes``, under this
+    process's file-size limit). Each tensor is written as it is added, so the caller can let
+    go of it at once."""
 
-    def size(value: Any) -> int:
-        if isinstance(value, (list, tuple)):
-            return sum(size(item) for item in value)
-        if isinstance(value, torch.Tensor):
-            return int(value.numel() * value.element_size())
-        return 0
+    def __init__(self, torch: Any, staging: Any, segment_bytes: int) -> None:
+        self.torch, self.staging, self.segment = torch, staging, segment_bytes
+        self.fds: list[int] = []
+        self.used: list[int] = []
 
-    def text(count: int) -> str:
-        return f"{count / 1e9:.1f} GB" if count >= 1e9 else f"{count / 1e6:.1f} MB"
+    def add(self, values: list[Any]) -> list[dict[str, Any]]:
+        """Copies ``values`` (tensors) in; returns their headers."""
+        torch = self.torch
+        headers = []
+        for value in values:
+            data = value.detach()
+            if not data.is_contiguous():
+                data = data.contiguous()
+            size = int(data.numel() * data.element_size())
+            at = self._place(size)
+            headers.append(
+                {
+                    "dtype": str(data.dtype).removeprefix("torch."),
+                    "shape": list(data.shape),
+                    "nbytes": size,
+                    "at": at,
+                }
+            )
+            if size:
+                self._write(data.reshape(-1).view(torch.uint8), at, size)
+        return headers
 
-    total = size(list(saved.values()))
-    if total >= limit:
-        raise _Failure(
-            "runtime_error",
-            f"the checked calls' outputs take {text(total)}, more than the {text(limit)} a "
-            "worker may send for the parent to compare: too large to check at this size "
-            "(a smaller --scale runs)",
-        )
-    items, payloads = [], []
-    for key in ("check", "again", "after"):
-        for seed, values in enumerate(saved[key]):
-            # Host copies already (``to_cpu``): sent as they are, without another call of
-            # ``Tensor.detach``, which a candidate may have replaced (``hook_outputs.py``
-            # computes a pending answer into whatever tensor it is called on whose address it
-            # once handed out, and a copy that landed there was overwritten).
-            described, raw = _described(torch, values, copies=True)
-            items.append({"key": key, "seed": seed, "tensors": described})
-            payloads += raw
-    channel.send({"m": "checked", "items": items}, payloads)
+    def _place(self, size: int) -> int:
+        if size == 0:
+            return 0
+        segment = self.segment
+        start = -(-self.used[-1] // _ALIGN) * _ALIGN if self.used else segment
+        if size <= segment - start:
+            self.used[-1] = start + size
+            return (len(self.used) - 1) * segment + start
+        at = len(self.used) * segment
+        whole, rest = divmod(size, segment)
+        self.used += [segment] * whole + ([rest] if rest else [])
+        if len(self.used) > _MOST_FILES:
+            raise _Failure(
+                "runtime_error",
+                f"outputs of {sum(self.used) / 1e9:.1f} GB in one message: more than "
+                f"{_MOST_FILES} memory files of {segment >> 20} MiB, all the harness passes "
+                "at once",
+            )
+        return at
+
+    def _write(self, raw: Any, at: int, size: int) -> None:
+        done = 0
+        while done < size:
+            segment, offset = divmod(at + done, self.segment)
+            piece = min(size - done, self.segment - offset)
+            while len(self.fds) <= segment:
+                self.fds.append(_memfd("maxcode-output", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING))
+            fd = self.fds[segment]
+            if self.staging is None:
+                _pwrite_all(fd, raw[done : done + piece].numpy(), offset)
+            else:  # a device's tensor, through pinned host memory
+                step = self.staging.numel()
+                for part in range(0, piece, step):
+                    count = min(step, piece - part)
+                    self.staging[:count].copy_(raw[done + part : done + part + count])
+                    _pwrite_all(fd, self.staging[:count].numpy(), offset + part)
+            done += piece
+
+    def send(self, channel: _Channel, message: dict[str, Any]) -> None:
+        """Seals the files (no write, shrink or growth, by anyone, ever) and sends them with
+        ``message``."""
+        import fcntl
+
+        seals = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+        try:
+            for fd, used in zip(self.fds, self.used):
+                os.ftruncate(fd, used)
+                fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+            channel.send({**message, "files": len(self.fds)}, self.fds)
+        finally:
+            for fd in self.fds:
+                os.close(fd)
+            self.fds = []
 
 
-def _described(
-    torch: Any, values: list[Any], copies: bool = False
-) -> tuple[list[dict[str, Any]], list[Any]]:
-    """The headers of ``values`` (tensors; ``copies``: contiguous host tensors already) and
-    their raw bytes, to send on descriptor 3."""
-    described, payloads = [], []
-    for value in values:
-        host = value if copies else value.detach().to("cpu").contiguous()
-        raw = host.reshape(-1).view(torch.uint8).numpy() if host.numel() else b""
-        described.append(
-            {
-                "dtype": str(host.dtype).removeprefix("torch."),
-                "shape": list(host.shape),
-                "nbytes": len(memoryview(raw).cast("B")) if host.numel() else 0,
-            }
-        )
-        payloads.append(raw)
-    return described, payloads
+_ALIGN = 64
+_MOST_FILES = 250
+_STAGING_BYTES = 64 << 20
+
+
+def _pwrite_all(fd: int, data: Any, offset: int) -> None:
+    view = memoryview(data).cast("B")
+    while len(view):
+        written = _pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
+
+
+def _staging(torch: Any, device: Any) -> Any:
+    """Pinned host memory that a device's outputs pass through (None on a CPU)."""
+    if device.type != "cuda":
+        return None
+    return torch.empty(_STAGING_BYTES, dtype=torch.uint8, pin_memory=True)
 
 
 class _TritonLaunches:
@@ -615,6 +697,8 @@ NVTX_RANGE = "maxcode_forward"
 
 _ALIGNMENT_SLACK = 16 << 20
 """Bytes the reserve holds beyond its chunks and calls, for their tensors' 2 MiB alignment."""
+_TRIM_BYTES = int(os.environ.get("MALLOC_TRIM_THRESHOLD_", 1 << 30))
+"""Free memory at the top of the heap beyond which the allocator hands it back."""
 
 
 def _reserve(torch: Any, spec: dict[str, Any], call_bytes: int) -> None:
@@ -666,6 +750,11 @@ def _reserve(torch: Any, spec: dict[str, Any], call_bytes: int) -> None:
     # more than its size, for its alignment.
     # And the largest pad of a chunk (``chunk_pad_bytes``), which shifts all of it.
     room = 2 * max(chunk, call_bytes) + 2 * call_bytes + _ALIGNMENT_SLACK + CHUNK_PAD_BYTES
+    # No more than the allocator keeps: once the free memory at the top of the heap exceeds
+    # the trim threshold (runner ``MALLOC_TRIM_THRESHOLD_``) it goes back to the system, so a
+    # larger reserve only raised the peak (a 16,384 x 16,384 float call reserved 8.6 GB a
+    # worker, and the machine ran out of memory).
+    room = min(room, _TRIM_BYTES - _ALIGNMENT_SLACK)
     reserve = torch.ones(room, dtype=torch.uint8)
     del reserve
 
@@ -1035,10 +1124,11 @@ class _Timing:
         sync: Callable[[], None],
         flat: Callable[[Any], list[Any]],
         channel: _Channel,
+        staging: Any,
     ) -> None:
         self.torch, self.spec, self.device = torch, spec, device
         self.make_inputs, self.sync, self.flat = make_inputs, sync, flat
-        self.channel = channel
+        self.channel, self.staging = channel, staging
         self.cuda = device.type == "cuda"
         self.last: Any = None
 
@@ -1166,17 +1256,31 @@ class _Timing:
             # into the calls' window (the host saw 0.167 ms a call against 0.070 claimed for
             # the bundled 2_SumReduction on an H100, which voided an honest kernel).
             self.sync()
-            outputs, times = [], []
+            outputs: list[list[Any]] = []
+            times: list[float] = []
+            # The call whose outputs last held each buffer (by storage address), and the calls
+            # whose buffers a later call returned again (their values are gone by the send).
+            owners: dict[int, int] = {}
+            reused: set[int] = set()
             # The parent reads this process's CPU clock before it answers: the calls start
             # after that reading.
             self.channel.ask({"m": "begin", **where})
+            marks = []
             for given in batch:
-                times.append(self._call(model, given, flush))
+                marks.append(self._call(model, given, flush))
                 # Every call's outputs are plain tensors, kept or not: which ones the parent
                 # keeps is drawn after the chunk, and an output that computes itself when
                 # read would otherwise do the work only for those.
-                outputs.append(self.flat(self.last))
+                values = self.flat(self.last)
+                for value in values:
+                    if value.numel():
+                        address = value.untyped_storage().data_ptr()
+                        if address in owners:
+                            reused.add(owners[address])
+                        owners[address] = len(outputs)
+                outputs.append(values)
                 self.last = None
+            times = self._claims(marks)
             # Waits for the answer at once: the parent reads this process's CPU clock while
             # it is blocked (a process's clock read from outside lags up to a scheduler tick
             # while it runs, which put a fast chunk's calls after its end marker).
@@ -1184,48 +1288,52 @@ class _Timing:
             self.channel.receive()
             samples += times
             del batch, given
-            self._send_outputs(outputs if phase == "K" else [], where)
+            self._send_outputs(outputs if phase == "K" else [], where, reused)
             # Freed before the next chunk is asked for, so that the freeing is the chunk's
             # (the parent reads the clock that ends the chunk when that request comes).
             del outputs, pad
             chunk += 1
 
-    def _send_outputs(self, outputs: list[list[Any]], where: dict[str, Any]) -> None:
-        """Sends ``outputs``, every call's of the chunk, in order."""
-        items, payloads = [], []
-        for position, values in enumerate(outputs):
-            described, raw = _described(self.torch, values)
-            items.append({"position": int(position), "tensors": described})
-            payloads += raw
-        self.channel.send({"m": "outputs", **where, "items": items}, payloads)
+    def _send_outputs(
+        self, outputs: list[list[Any]], where: dict[str, Any], reused: set[int]
+    ) -> None:
+        """Sends ``outputs``, every call's of the chunk, in order, in memory files (``_Pack``);
+        ``reused``: calls whose buffers a later call of the chunk returned again."""
+        pack = _Pack(self.torch, self.staging, int(self.spec["segment_bytes"]))
+        items = [
+            {"position": position, "tensors": pack.add(values), "reused": position in reused}
+            for position, values in enumerate(outputs)
+        ]
+        pack.send(self.channel, {"m": "outputs", **where, "items": items})
 
-    def _call(self, model: Callable[..., Any], given: list[Any], flush: Any) -> float:
-        """One timed call (its output left in ``self.last``)."""
+    def _call(self, model: Callable[..., Any], given: list[Any], flush: Any) -> Any:
+        """One timed call (its output left in ``self.last``): its seconds on a CPU, its
+        events on a GPU (read by ``_claims``)."""
         torch = self.torch
         if flush is not None:
-            flush.zero_()
-            self.sync()
+            # On the call's stream, without waiting: the L2 cache is flushed before each call,
+            # and the device runs the chunk's calls back to back while the host launches ahead,
+            # so that the chunk's host time (the parent's stamps, the reward's clock) is the
+            # device's, not the launches'.
             stream = torch.cuda.current_stream(self.device)
+            flush.zero_()
             begin = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             begin.record(stream)
             self.last = model(*given)
             end.record(stream)
-            # The call's stream is timed on the device (its kernels and the host's gaps
-            # between their launches). What the call left running elsewhere (side streams,
-            # which events on this stream do not wait for) is timed on the host: once the end
-            # event has passed, the device is drained, and the wait counts. An end event
-            # recorded after a device-wide sync (as before) cost every call a host round trip:
-            # 34.8 against 25.1 us a call for a one-element add on an H100, the side-stream
-            # cheat counted in full either way (``benchmarks/gpu_floor.py``).
-            end.synchronize()
-            drained = _perf_counter()
-            torch.cuda.synchronize(self.device)
-            rest = _perf_counter() - drained
-            return float(begin.elapsed_time(end)) / 1000.0 + rest
+            return begin, end
         start = _perf_counter()
         self.last = model(*given)
         return float(_perf_counter() - start)
+
+    def _claims(self, marks: list[Any]) -> list[float]:
+        """The calls' in-process seconds: on a GPU, by their events, once the whole device is
+        done (side streams included: the end marker follows this wait)."""
+        if not self.cuda:
+            return marks
+        self.sync()
+        return [float(begin.elapsed_time(end)) / 1000.0 for begin, end in marks]
 
 
 def _named_tuples(torch: Any) -> list[type]:
@@ -1436,6 +1544,7 @@ def _serve_round(order: dict[str, Any], fds: list[int], control: Any) -> dict[st
     signal.signal(signal.SIGALRM, signal.SIG_IGN)
     wall_ns = time.monotonic_ns() - started
     stragglers = _sweep()
+    _clear_private_tmp()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     return {
@@ -1506,6 +1615,49 @@ def _sweep() -> bool:
         except ChildProcessError:
             break
     return killed
+
+
+def _clear_private_tmp() -> None:
+    """Delete what a round left in its run's private ``/tmp`` (the sandbox's own tmpfs, which
+    the rounds of one zygote share), so the next round starts from none of it. Only a tmpfs
+    the sandbox's init mounted (named ``maxcode``), and never across a folder mounted inside
+    it (the job's, a build cache)."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as handle:
+            mounts = [line.split(" - ", 1) for line in handle]
+    except OSError:
+        return
+    for fields, rest in (pair for pair in mounts if len(pair) == 2):
+        target, source = fields.split()[4], rest.split()[1:2]
+        if target in ("/tmp", "/var/tmp") and source == ["maxcode"]:
+            try:
+                _clear_folder(target, os.lstat(target).st_dev)
+            except (OSError, RecursionError):
+                pass
+
+
+def _clear_folder(folder: str, device: int) -> None:
+    import stat
+
+    for entry in os.scandir(folder):
+        try:
+            info = os.lstat(entry.path)
+        except OSError:
+            continue
+        if info.st_dev != device:
+            continue  # a folder the sandbox mounted here
+        if stat.S_ISDIR(info.st_mode):
+            try:
+                os.chmod(entry.path, 0o700)
+                _clear_folder(entry.path, device)
+                os.rmdir(entry.path)
+            except OSError:
+                pass  # on the way to a mounted folder
+        else:
+            try:
+                os.unlink(entry.path)
+            except OSError:
+                pass
 
 
 def _children_of(parent: int) -> list[int]:

@@ -18,10 +18,10 @@ geometric mean, standard deviation of the log in %) with the widest 95% interval
 ``--compile-baseline`` also times ``torch.compile`` of the reference.
 
 ``--alternate NAME=VALUE`` makes every trial twice in a row, as configured and with that
-environment variable set (``MAXCODE_LAYOUT=fixed``: no layout drawn per round), and prints a
+environment variable set (``MAXCODE_PIN=start``: workers pinned from their start), and prints a
 row for each way and the ratio of their evaluations' wall times. ``--rounds`` is the rounds of
 an evaluation: 1 (the default) as a search screens, ``rounds.REPORTED_ROUNDS`` as ``maxcode
-eval`` reports (``MAXCODE_ZYGOTE=0`` then measures the rounds' workers started afresh).
+eval`` reports.
 
     python benchmarks/kernelbench_eval.py [PROBLEM.py ...] [--device cpu|cuda] [--trials 3]
         [--candidate identical|fixture] [--compile-baseline] [--scale 0.1]

@@ -11,13 +11,9 @@ many identical candidates scored within 0.95-1.05, and which did not.
 
     python benchmarks/kernelbench_public.py KERNELBENCH_DIR [--levels 1,2] [--scale 0.1]
         [--jobs 1] [--limit N] [--only level1/42,level2/1] [--jsonl rows.jsonl]
-        [--layouts shared,fixed,random] [--passes 2] [--rounds 4]
+        [--passes 2] [--rounds 4] [--device cuda]
 
-``--layouts shared,fixed,random`` evaluates each problem once per worker address layout,
-alternated problem by problem (``shared``, the default: a layout drawn per round, the same for
-both workers; ``fixed`` sets ``MAXCODE_LAYOUT=fixed``: one layout for every process;
-``random``: each process keeps its randomized layout), and summarizes each layout apart: what
-each is worth, side by side in one run. ``--passes`` repeats the whole list. ``--rounds`` is
+``--passes`` repeats the whole list. ``--rounds`` is
 ``maxcode eval``'s: rounds of fresh worker pairs per evaluation (default: eval's own, what a
 reported speedup takes).
 
@@ -31,7 +27,6 @@ import argparse
 import contextlib
 import json
 import math
-import os
 import statistics
 import subprocess
 import sys
@@ -67,8 +62,6 @@ class Row:
     """The void integrity finding that took the reward (the speedup is then 0)."""
     claimed: float | None = None
     """The speedup measured before a void finding took it."""
-    layout: str = "shared"
-    """The workers' address layout asked for (``MAXCODE_LAYOUT``)."""
     per_round: list[dict[str, object]] = field(default_factory=list)
     """Each round as ``maxcode eval --json`` gives it (``per_round``: its speedup, interval
     and the two sides' median calls), in the jsonl: a miss can be read without re-running it."""
@@ -87,7 +80,6 @@ def evaluate(
     name: str,
     scale: float,
     compile_baseline: bool,
-    layout: str = "shared",
     rounds: int | None = None,
     device: str = "cpu",
 ) -> Row:
@@ -109,10 +101,6 @@ def evaluate(
             "--device",
             device,
         ]
-        environment = dict(os.environ)
-        environment.pop("MAXCODE_LAYOUT", None)
-        if layout != "shared":
-            environment["MAXCODE_LAYOUT"] = layout
         started = time.perf_counter()
         try:
             done = subprocess.run(
@@ -121,17 +109,14 @@ def evaluate(
                 text=True,
                 timeout=EVAL_TIMEOUT_S,
                 check=False,
-                env=environment,
             )
         except subprocess.TimeoutExpired:
-            return Row(
-                name, False, seconds=EVAL_TIMEOUT_S, error=f"over {EVAL_TIMEOUT_S} s", layout=layout
-            )
+            return Row(name, False, seconds=EVAL_TIMEOUT_S, error=f"over {EVAL_TIMEOUT_S} s")
         seconds = time.perf_counter() - started
     if done.returncode != 0 or not done.stdout.strip():
         lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
         error = lines[-1] if lines else "no output"
-        return Row(name, False, seconds=seconds, error=error, layout=layout)
+        return Row(name, False, seconds=seconds, error=error)
     result = json.loads(done.stdout)
     error = result.get("error") or {}
     interval = result.get("speedup_interval")
@@ -147,7 +132,6 @@ def evaluate(
         error=str(error.get("message", "")).splitlines()[0] if error else "",
         suspect=str(result.get("suspect") or ""),
         claimed=result.get("claimed_speedup"),
-        layout=layout,
         per_round=list(result.get("per_round") or []),
         reference_ms=reference["median_s"] * 1e3 if "median_s" in reference else None,
         phases={str(k): float(v) for k, v in (result.get("phases") or {}).items()},
@@ -173,7 +157,7 @@ def chosen_problems(root: Path, levels: list[int], limit: int | None, only: set[
 
 
 def print_row(row: Row) -> None:
-    label = row.problem[:44] if row.layout == "shared" else f"{row.problem[:37]} {row.layout}"
+    label = row.problem[:44]
     if not row.ran:
         print(f"{label:<44} {'no':>4} {'':>7} {'':>17} {row.seconds:6.1f}  {row.error}")
         return
@@ -193,14 +177,6 @@ def print_row(row: Row) -> None:
 
 
 def summary(rows: list[Row], scale: float) -> None:
-    layouts = sorted({row.layout for row in rows})
-    for layout in layouts:
-        if len(layouts) > 1:
-            print(f"\n== layout {layout}")
-        _summary([row for row in rows if row.layout == layout], scale)
-
-
-def _summary(rows: list[Row], scale: float) -> None:
     ran = [row for row in rows if row.ran]
     correct = [row for row in ran if row.correct and row.speedup is not None]
     void = [row for row in correct if row.suspect]
@@ -252,20 +228,12 @@ def main() -> None:
     parser.add_argument("--only", default="", help="e.g. level1/42,level2/1 (ids or stems)")
     parser.add_argument("--compile-baseline", action="store_true", help="also time torch.compile")
     parser.add_argument("--jsonl", type=Path, default=None, help="also write the rows here")
-    parser.add_argument(
-        "--layouts",
-        default="shared",
-        help="worker address layouts, alternated: shared,fixed,random",
-    )
     parser.add_argument("--passes", type=int, default=1, help="times the whole list is run")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (maxcode eval --device)")
     parser.add_argument(
         "--rounds", type=int, default=None, help="maxcode eval --rounds (default: eval's)"
     )
     options = parser.parse_args()
-    layouts = [item.strip() for item in options.layouts.split(",") if item.strip()]
-    if not layouts or set(layouts) - {"shared", "fixed", "random"}:
-        raise SystemExit(f"--layouts: shared, fixed and/or random, not {options.layouts!r}")
     levels = [int(level) for level in options.levels.split(",") if level.strip()]
     only = {item.strip() for item in options.only.split(",") if item.strip()}
     problems = list(chosen_problems(options.root, levels, options.limit, only))
@@ -275,12 +243,7 @@ def main() -> None:
             f"--only: no such problem in --levels {options.levels}: "
             + ", ".join(sorted(only - found))
         )
-    runs = [
-        (path, name, layout)
-        for _ in range(max(1, options.passes))
-        for path, name in problems
-        for layout in layouts
-    ]
+    runs = [(path, name) for _ in range(max(1, options.passes)) for path, name in problems]
     print(f"{'problem':<44} {'ran':>4} {'speedup':>7} {'95% interval':>17} {'eval s':>6}")
     with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
         futures = [
@@ -290,11 +253,10 @@ def main() -> None:
                 name,
                 options.scale,
                 options.compile_baseline,
-                layout,
                 options.rounds,
                 options.device,
             )
-            for path, name, layout in runs
+            for path, name in runs
         ]
         rows = []
         # Each row is written as it comes: a pass stopped early (a session's end, a pass of

@@ -20,7 +20,7 @@ Run it on a machine nothing else is using (it measures the machine's own noise):
     python benchmarks/noise.py --case pair_count_quadratic --condition idle --runs 3
     python benchmarks/noise.py --json               # one JSON object on stdout
     python benchmarks/noise.py --case 1_ScaledGELU --condition idle --repeats 400
-    python benchmarks/noise.py --alternate MAXCODE_LAYOUT=fixed   # two ways, side by side
+    python benchmarks/noise.py --alternate MAXCODE_PIN=start   # two ways, side by side
 
 ``--alternate NAME=VALUE`` makes every evaluation twice in a row, as configured and with that
 environment variable set, and prints a row for each way: two settings compared under the

@@ -389,12 +389,9 @@ def test_a_candidate_that_does_not_import_did_not_compile(tmp_path: Path) -> Non
     assert "no ModelNew" in missing.error.message
 
 
-def test_the_timed_processes_run_with_address_randomization_off(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_candidate_runs_with_address_randomization_off(tmp_path: Path) -> None:
     """A randomized layout makes a bias that lasts a whole process (``worker._fix_layout``):
-    the candidate's process runs with randomization off, unless the parent asks for it to
-    measure what that is worth. This candidate is right only with randomization off."""
+    the candidate's process runs with randomization off. This candidate is right only so."""
     problem = write_problem(tmp_path, "return torch.relu(x)")
     layout_aware = model_new(
         "fixed = ctypes.CDLL(None).personality(0xFFFFFFFF) & 0x0040000\n"
@@ -402,8 +399,6 @@ def test_the_timed_processes_run_with_address_randomization_off(
         imports="import ctypes",
     )
     assert judge(layout_aware, problem, repeats=2).correct
-    monkeypatch.setenv("MAXCODE_LAYOUT", "random")
-    assert not judge(layout_aware, problem, repeats=2).correct
 
 
 def test_both_workers_of_a_round_share_the_layout_drawn_for_it(tmp_path: Path) -> None:
@@ -451,7 +446,7 @@ libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
 mapped = ctypes.addressof(ctypes.c_char.from_buffer(mmap.mmap(-1, 1 << 20)))
 # A block larger than any free chunk start-up leaves: it comes from the heap's top, after the
 # pad (a small one could come from a freed chunk below it, as the start-up's allocations fell).
-print(os.environ["MAXCODE_LAYOUT"], len(os.environ.get("MAXCODE_LAYOUT_PAD", "")),
+print(os.environ.get("MAXCODE_LAYOUT_SET", "-"), len(os.environ.get("MAXCODE_LAYOUT_PAD", "")),
       libc.malloc(1 << 20), mapped)
 """
 
@@ -461,7 +456,7 @@ def test_a_layout_draw_moves_the_stack_the_heap_and_the_mappings_and_repeats(
 ) -> None:
     """What ``worker._fix_layout`` does with a draw, in real processes: the same draw lays
     out two processes alike (randomization off), another draw moves the stack's start, the
-    next heap block and the next mapping; ``fixed`` ignores the draw."""
+    next heap block and the next mapping."""
     import os
     import subprocess
     import sys
@@ -470,12 +465,12 @@ def test_a_layout_draw_moves_the_stack_the_heap_and_the_mappings_and_repeats(
     probe.write_text(_LAYOUT_PROBE)
     worker = REPO / "src" / "maxcode" / "evaluate" / "kernelbench" / "worker.py"
 
-    def layout(seed: int, asked: str = "shared") -> list[str]:
+    def layout(seed: int) -> list[str]:
         environment = {
             "PATH": os.environ["PATH"],
-            "MALLOC_MMAP_MAX_": "0",  # the workers' setting: the heap pad is on the heap
+            # The workers' setting: the heap pad is on the heap.
+            "MALLOC_MMAP_THRESHOLD_": str(256 << 20),
             "PYTHONHASHSEED": "0",  # start-up's allocations the same in every probe
-            "MAXCODE_LAYOUT": asked,
             "MAXCODE_LAYOUT_SEED": str(seed),
         }
         command = [sys.executable, "-I", str(probe), str(worker)]
@@ -484,15 +479,13 @@ def test_a_layout_draw_moves_the_stack_the_heap_and_the_mappings_and_repeats(
         return done.stdout.split()
 
     first = layout(0x1234567890)
-    if not first[0].endswith("-set"):
+    if first[0] != "1":
         pytest.skip("personality(2) is refused here: the layout cannot be fixed")
     assert first == layout(0x1234567890)
     other = layout(0x0987654321)
-    assert first[0] == other[0] == "shared-set"
+    assert other[0] == "1"
     assert [first[1], other[1]] == [str(0x890 * 16), str(0x321 * 16)]
     assert first[2] != other[2] and first[3] != other[3]
-    assert layout(0x1234567890, "fixed") == layout(0x0987654321, "fixed")
-    assert layout(0x1234567890, "fixed")[:2] == ["fixed-set", "0"]
 
 
 def test_large_tensors_start_on_a_page_boundary_of_a_4_kib_page(tmp_path: Path) -> None:

@@ -28,17 +28,13 @@ with open(f"/proc/{os.getppid()}/cmdline", "rb") as handle:
 """
 
 
-def test_rounds_fork_their_workers_from_a_zygote(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_rounds_fork_their_workers_from_a_zygote(tmp_path: Path) -> None:
     """Right only where the candidate's worker is a zygote's fork: over two rounds it is, in
-    both; ``MAXCODE_ZYGOTE=0`` starts each round's workers afresh (as one round, a search's
-    screening, always does)."""
+    both; one round (a search's screening) starts its workers afresh."""
     problem = write_problem(tmp_path, "return torch.relu(x) + 1")
     forked = model_new("return torch.relu(x) + FORKED", imports=_FORKED)
     assert judge(forked, problem, repeats=2, rounds=2).correct
-    monkeypatch.setenv("MAXCODE_ZYGOTE", "0")
-    assert not judge(forked, problem, repeats=2, rounds=2).correct
+    assert not judge(forked, problem, repeats=2, rounds=1).correct
 
 
 def test_each_pair_of_zygotes_serves_at_most_its_rounds(

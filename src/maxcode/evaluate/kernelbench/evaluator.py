@@ -223,16 +223,14 @@ def evaluate_kernelbench(
 
 def forks(settings: KernelBenchSettings) -> bool:
     """Whether an evaluation's rounds fork their workers from zygotes (``zygote.py``): on a
-    CPU, over several timed rounds, unless ``MAXCODE_ZYGOTE=0`` (to measure what that is
-    worth). Not on a GPU (a process that forks must not have touched CUDA; not measured
-    there), nor untimed (on a CPU that includes Triton's interpreter, set up before torch
+    CPU, over several timed rounds. Not on a GPU (a process that forks must not have touched
+    CUDA), nor untimed (on a CPU that includes Triton's interpreter, set up before torch
     loads)."""
     return (
         settings.rounds > 1
         and settings.device == "cpu"
         and settings.timed
         and not settings.compile_only
-        and os.environ.get("MAXCODE_ZYGOTE", "1") != "0"
     )
 
 

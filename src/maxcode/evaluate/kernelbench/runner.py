@@ -38,6 +38,8 @@ _FILE_BYTES = 1 << 30
 caches): a bound on what a candidate can put on disk. It was 4 GiB while the workers wrote their
 checked tensors to a file; those now go to the parent on descriptor 3 (``evidence.Checked``)."""
 _COLLECTED_CHARS = 1 << 20
+MAPPED_BYTES = 256 << 20
+"""The least block a worker's allocator maps on its own rather than taking from the heap."""
 
 
 @dataclass(frozen=True)
@@ -296,14 +298,15 @@ def _environment(cache: Path, workdir: Path, layout: int = 0) -> dict[str, str]:
         "CXX": "g++",
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
-        # glibc would map large blocks afresh and hand them back to the system when freed:
-        # every timed call would pay for page faults in proportion to its temporaries, and
-        # eager PyTorch makes many. Every block comes from the heap and is kept. (A mmap
-        # threshold of 32 MiB did it below that size; without huge pages, worker
-        # ``_no_huge_pages``, a 64 MB temporary mapped afresh faulted in 16,384 pages on
-        # every call: identical candidates of the scaled level1/24_LogSoftmax scored
-        # 0.90-1.46, 1.000-1.004 from the heap.)
-        "MALLOC_MMAP_MAX_": "0",
+        # Blocks below MAPPED_BYTES come from the heap and are kept when freed: glibc would map
+        # large blocks afresh and hand them back, and every timed call would pay page faults in
+        # proportion to its temporaries (identical scaled level1/24_LogSoftmax candidates
+        # scored 0.90-1.46 so, 1.000-1.004 from the heap). A fixed threshold (glibc's own moves
+        # with what was freed) keeps both sides alike. Blocks of MAPPED_BYTES and more (a
+        # full-size problem's gigabyte tensors) are mapped and handed back when freed: kept in
+        # the heap, blocks of slightly different sizes could not reuse each other's room, and
+        # two workers of a 16,384 x 16,384 ReLU grew to 10 GB each.
+        "MALLOC_MMAP_THRESHOLD_": str(MAPPED_BYTES),
         "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
         # Tensors of 2 MiB and more on a page boundary (torch's own switch; the huge pages it
         # also asks for are off in the workers, worker ``_no_huge_pages``). At 64 bytes, where
@@ -316,14 +319,9 @@ def _environment(cache: Path, workdir: Path, layout: int = 0) -> dict[str, str]:
         "THP_MEM_ALLOC_ENABLE": "1",
         "MAX_JOBS": "2",
     }
-    # The layout drawn for this round, the same for both sides (worker ``_fix_layout``);
-    # ``fixed`` or ``random`` in this process's environment measure what that is worth.
-    asked = os.environ.get("MAXCODE_LAYOUT", "shared")
-    environment["MAXCODE_LAYOUT"] = asked if asked in ("fixed", "random") else "shared"
+    # The layout drawn for this round, the same for both sides (worker ``_fix_layout``).
     environment["MAXCODE_LAYOUT_SEED"] = str(layout)
-    # ``MAXCODE_CHUNK_PAD=0`` turns the chunks' pads off, to measure them (worker
-    # ``chunk_pad_bytes``).
-    passing = ("CUDA_VISIBLE_DEVICES", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST", "MAXCODE_CHUNK_PAD")
+    passing = ("CUDA_VISIBLE_DEVICES", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST")
     for passed in passing:
         if passed in os.environ:
             environment[passed] = os.environ[passed]

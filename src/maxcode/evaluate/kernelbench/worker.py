@@ -703,43 +703,16 @@ _TRIM_BYTES = int(os.environ.get("MALLOC_TRIM_THRESHOLD_", 1 << 30))
 
 def _reserve(torch: Any, spec: dict[str, Any], call_bytes: int) -> None:
     """Faults in, before the timed calls, twice the heap a chunk's inputs and outputs take and
-    twice one call's more, and hands it back to the allocator (which keeps it:
-    ``MALLOC_TRIM_THRESHOLD_``).
+    twice one call's more, and hands it back to the allocator (which keeps it, up to its trim
+    threshold).
 
     Otherwise the heap grows during the first chunks and whenever a chunk holds more calls
-    than any before it, and fresh memory is slow to fault in: on this project's VM, 40 MiB
-    never touched took 62-95 ms (huge pages), against 1 ms once touched. Those faults fell
-    inside one side's calls or outside spans: a chunk of three 2 ms calls took 120 ms, and
-    the noise hid work moved outside the calls.
-
-    One block, not many: tensors of 2 MiB and more are aligned to 2 MiB (``THP_MEM_ALLOC_
-    ENABLE``), so a 64 MB output asks the heap for 66 MB in one piece, which a reserve made of
-    8 MB blocks (apart once freed) never held; and small blocks freed first (``pool``), so
-    that the small allocations of the chunks come from them and not from the middle of the
-    reserve, which would split it short of a whole call. Without either, the identical
-    scaled ``level1/7_Matmul_with_small_K_dimension_`` grew its heap by 64 MB inside five
-    calls in a row in one worker of most evaluations (16,385 fresh pages, calls of 27 or 270
-    instead of 6 ms, 0.15-0.43); with both, 0 of 16 workers did. And at least one call's
-    worth, with room for the alignment: a chunk holds one call however large, and the scaled
-    ``level1/20_LeakyReLU`` (a 64 MB input and a 64 MB output per call, a reserve of the
-    64 MB chunk cap twice) grew its candidate's heap inside three calls of every evaluation
-    (380 instead of 15 ms, 0.39-0.54); 4 of 4 at 0.99-1.02 with it.
-
-    For calls of any size: the workers map no block afresh (runner ``MALLOC_MMAP_MAX_``), so
-    large tensors come from this heap too. (While blocks above the threshold were mapped
-    afresh, a 43 MB output came from the freed reserve in some workers and from fresh pages
-    in others, and the reserve was skipped for calls above 16 MiB; without it, the heap grew
-    inside timed calls: identical scaled ``level1/94_MSELoss`` candidates had calls of 275
-    instead of 29 ms and scored 0.72-1.00, against 0.995-1.001 with it.)
-
-    Two calls more: with the layout drawn per round (``_fix_layout``), the scaled
-    ``level1/89_cumsum`` (a 43 MB input and a 43 MB output per call, one call a chunk) grew
-    its heap by 48 MB inside its fourth timed call in some layouts (12,292 fresh pages; calls
-    of 35-200 instead of 16-19 ms; rounds at 0.50-0.55 in 3 of 8 public-pass rounds and 11 of
-    17 probe rounds): large blocks freed apart, each needing its 2 MiB alignment, left no
-    piece whole enough. With the reserve doubled, 0 of 12 probe rounds grew, in layouts where
-    3 of 3 had. Calls small against a chunk (which the reserve of twice a chunk served) pay
-    little for the two calls more."""
+    than any before it, and fresh memory is slow to fault in (on this project's VM, 40 MiB
+    never touched took 62-95 ms against 1 ms once touched): those faults fell inside one
+    side's calls and made identical candidates score 0.15-0.55. One block, after small blocks
+    freed first, so that tensors of 2 MiB and more (aligned to 2 MiB) find room in one piece
+    and the chunks' small allocations do not split it. Blocks of ``runner.MAPPED_BYTES`` and
+    more are mapped on their own (runner ``MALLOC_MMAP_THRESHOLD_``), not from this heap."""
     if call_bytes <= 0:
         return
     chunk = min(int(spec.get("chunk_bytes", 0)), int(spec.get("chunk_calls", 0)) * call_bytes)
@@ -1073,8 +1046,6 @@ PLACEMENT_BYTES = 2 << 20
 _PAGE = 4096
 CHUNK_PAD_BYTES = 8 << 20
 """The most a chunk's buffers are shifted by on a CPU (``chunk_pad_bytes``)."""
-_CHUNK_PADS = os.environ.get("MAXCODE_CHUNK_PAD") != "0"
-"""Read when this worker starts, before a candidate's code can change its environment."""
 
 
 def _mixed(value: int) -> int:
@@ -1091,12 +1062,9 @@ def chunk_pad_bytes(seed: int) -> int:
 
     Why. ``_placed`` draws where each input lands, but a forward's temporaries and outputs
     land where the process's heap puts them, the same pages chunk after chunk for a whole
-    worker. Suspected of a bias of each pair of processes, about 2% on this project's VM for
-    the scaled ``1_ScaledGELU`` (five 4 MiB temporaries a call), which rounds could only
-    sample. Shifted by a pad drawn per chunk, they land elsewhere chunk by chunk, and the
-    pairs average it: ``benchmarks/noise.py --case 1_ScaledGELU --condition idle --alternate
-    MAXCODE_CHUNK_PAD=0`` measures it (``docs/noise-log.md``, the pads: better twice, even
-    once). ``MAXCODE_CHUNK_PAD=0`` in the parent's environment turns the pads off."""
+    worker: a bias of each pair of processes (about 2% for the scaled ``1_ScaledGELU``), which
+    rounds could only sample. Shifted by a pad drawn per chunk, they land elsewhere chunk by
+    chunk, and the pairs average it."""
     return _PAGE * ((_mixed(seed) >> 20) % (CHUNK_PAD_BYTES // _PAGE))
 
 
@@ -1162,6 +1130,9 @@ class _Timing:
             estimate, spent = min(estimate, seconds), spent + made + seconds
             values = output if isinstance(output, (tuple, list)) else [output]
             output_bytes, input_bytes = self._bytes(values), self._bytes(given)
+            # Let go before the next inputs are made: at full size one call's tensors are
+            # gigabytes.
+            del given, output, values
             if number >= 1 and spent >= spec.get("warmup_s", float("inf")):
                 break
         if estimate == float("inf"):
@@ -1243,7 +1214,7 @@ class _Timing:
             # chunk's buffers by a draw of the chunk, the same on both sides (unlike those
             # pads, drawn per input, and with a layout that differed between the sides).
             pad = None
-            if _CHUNK_PADS and not self.cuda:
+            if not self.cuda:
                 pad = torch.empty(chunk_pad_bytes(seeds[0]) + 1, dtype=torch.uint8)
             batch = []
             for seed in seeds:
@@ -1388,39 +1359,34 @@ def _fix_layout() -> None:
 
     Where the loader puts the libraries, the heap and the mappings is drawn afresh for every
     process, and the same calls then run a few percent faster or slower for the whole life of
-    a process: alternating chunks cancel a load that drifts, not that. Identical candidates of
-    12 public KernelBench problems, two evaluations each per layout, alternated: 0.969-1.046x
-    with the layout fixed, 0.829-1.038x with it random. Randomization protects a process from
-    the data it reads; a candidate is code that already runs in this process, inside its own
-    sandbox, and gains nothing from a known layout.
-
-    A layout fixed once for all has its price: what then differs between the two workers'
-    layouts follows their code, the same in every process, so some programs carried a bias
-    that every round repeated (identical candidates at 0.90 in every round; README, "The
-    public KernelBench as a check", 2026-11-26). So the layout is drawn anew for each round
-    and shared by its two workers (``MAXCODE_LAYOUT=shared``, the parent's default, with the
-    round's ``MAXCODE_LAYOUT_SEED``): rounds sample what a layout does to a program, and the
-    two sides of one round differ only by what their code did. ``fixed`` (no shift) and
-    ``random`` (randomization left on) are there to measure it. Where personality(2) is
-    refused (a seccomp filter), the worker runs as it is, shifted all the same."""
-    wanted = os.environ.get("MAXCODE_LAYOUT", "shared")
+    a process, which alternating chunks cannot cancel (identical candidates of 12 public
+    problems: 0.969-1.046x with the layout fixed, 0.829-1.038x random). A layout fixed once for
+    all made biases that every round repeated, so it is drawn per round and shared by the
+    round's two workers (``MAXCODE_LAYOUT_SEED``): rounds sample what a layout does to a
+    program, and the two sides of a round differ only by what their code did. Randomization
+    protects a process from the data it reads; a candidate is code that already runs in this
+    process. Where personality(2) is refused (a seccomp filter), the worker runs as it is,
+    shifted all the same."""
     stack, pages, heap = _layout_draw()
-    persona = _personality() if wanted in ("fixed", "shared") else -1
-    if (
-        persona != -1
-        and not persona & _ADDR_NO_RANDOMIZE
-        and _personality(persona | _ADDR_NO_RANDOMIZE) != -1
-    ):
-        os.environ["MAXCODE_LAYOUT"] = wanted + "-set"
-        if wanted == "shared":
+    if os.environ.get(_LAYOUT_SET) is None:
+        persona = _personality()
+        if (
+            persona != -1
+            and not persona & _ADDR_NO_RANDOMIZE
+            and _personality(persona | _ADDR_NO_RANDOMIZE) != -1
+        ):
+            os.environ[_LAYOUT_SET] = "1"
             # The stack starts below the environment's strings: this one moves it.
             os.environ["MAXCODE_LAYOUT_PAD"] = "." * stack
-        try:
-            os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
-        except OSError:
-            _personality(persona)  # could not start again: go on as this process is
-    if wanted in ("shared", "shared-set"):
-        _shift_layout(pages, heap)
+            try:
+                os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+            except OSError:
+                _personality(persona)  # could not start again: go on as this process is
+    _shift_layout(pages, heap)
+
+
+_LAYOUT_SET = "MAXCODE_LAYOUT_SET"
+"""Set by ``_fix_layout`` before it re-executes the worker (once is enough)."""
 
 
 def _layout_draw() -> tuple[int, int, int]:
@@ -1578,9 +1544,8 @@ def _forked_worker(order: dict[str, Any], conversation: int, control: Any) -> No
             os.dup2(opened, fd)
             os.close(opened)
         os.environ["MAXCODE_LAYOUT_SEED"] = str(int(order["layout"]))
-        if os.environ.get("MAXCODE_LAYOUT", "shared").startswith("shared"):
-            _, pages, heap = _layout_draw()
-            _shift_layout(pages, heap)
+        _, pages, heap = _layout_draw()
+        _shift_layout(pages, heap)
         main(order["spec"])
     except BaseException:
         traceback.print_exc()

@@ -1,16 +1,12 @@
 """The parent's end of descriptor 3: seeds sent just in time, host time stamps, timed outputs.
 
 Each worker run gets a socket as its descriptor 3 and a ``Conversation`` serving the other end
-in a thread of the parent. The conversation holds the secrets the worker must not learn ahead
-(the check seeds until the model is built and warmed up, each chunk's seeds until it is the
-worker's turn to run that chunk, which timed calls' outputs are checked, ever: the worker sends
-them all, and the parent keeps those it drew) and stamps every message with the parent's
-clock. It follows a fixed order (``ready``, ``checked`` per check seed, then per chunk
-``next``, ``begin``, ``end`` with the calls' times, ``outputs``); tensors come as sealed memory
-files beside their message (``shared``), never as bytes on the socket. A message out of that
-order, a malformed one or more bytes than asked for ends it, and what went wrong is kept as
-``problem`` (an ``evidence`` finding). The turns of the two workers' chunks are the
-``Schedule``'s (``schedule.py``): a ``next`` is answered when it is that worker's turn.
+in a thread of the parent. It holds what the worker must not learn ahead (the check seeds until
+the model is warmed up, each chunk's seeds until the worker's turn, which timed outputs are
+checked, ever) and stamps every message with the parent's clock. The order is fixed
+(``ready``, ``checked`` per check seed, then per chunk ``next``, ``begin``, ``end``,
+``outputs``); tensors come as sealed memory files (``shared``). A message out of order,
+malformed or too long ends it, kept as ``problem``. Turns are the ``Schedule``'s.
 """
 
 from __future__ import annotations
@@ -84,11 +80,9 @@ class Chunk:
     times: list[float] = field(default_factory=list)
     """In-process seconds of each call, as the worker reported them."""
     cpu: dict[str, int | None] = field(default_factory=dict)
-    """The worker's CPU clock (ns, ``cpuclock``) at ``sent``, ``begin``, ``end`` and
-    ``done``, each read while the worker waits for the parent: a process's clock read from
-    outside includes what its running threads did only up to the last scheduler tick or
-    switch, and a fast chunk's calls read at an ``end`` marker the worker had run past
-    showed after it, surely (16-25 us per call of an honest candidate)."""
+    """The worker's CPU clock (ns, ``cpuclock``) at ``sent``, ``begin``, ``end`` and ``done``,
+    each read while the worker waits for the parent (read while it runs, the clock lags up to
+    a scheduler tick)."""
 
 
 class Conversation:
@@ -142,7 +136,7 @@ class Conversation:
         return None if self.processes is None else process_cpu_ns(self.processes[1])
 
     def _others(self) -> None:
-        # Only the candidate's are judged: the reference's run is not scanned for nothing.
+        # Only the candidate's are judged.
         if self.processes is not None and self.side != REFERENCE:
             self.others.append(others_ns(*self.processes))
 
@@ -190,16 +184,12 @@ class Conversation:
 
     def outside(self, phase: str, clock: str = "host") -> dict[str, list[float]] | None:
         """Seconds per call of each chunk of ``phase`` that its in-process times do not
-        account for, in three parts (``OUTSIDE_PARTS``) split at its markers: making the
-        inputs (the chunk's seeds sent to its ``begin`` marker), between the calls (``begin``
-        to ``end`` less the calls' claimed seconds: the harness's loop and clock reads, and
-        whatever a clock that runs slow leaves out) and sending the outputs (``end`` to the
-        worker's request for its next chunk, freeing the chunk included), with any work a
-        candidate moved there. ``clock``: "host" or "cpu" (the worker's CPU clock: without
-        the time other programs held the worker's CPU). Apart, the quiet parts are not
-        drowned in the other's noise: making inputs is the same work on both sides, within a
-        tenth of a millisecond per call, while sending outputs varied by tens of milliseconds
-        per chunk. None when the phase did not complete or a clock could not be read."""
+        account for, in the three ``OUTSIDE_PARTS`` split at its markers: making the inputs
+        (seeds sent to ``begin``), between the calls (``begin`` to ``end`` less the claimed
+        seconds) and sending the outputs (``end`` to the next request), with any work a
+        candidate moved there. Kept apart so the quiet parts are not drowned in the noisy one.
+        ``clock``: "host" or "cpu" (the worker's CPU clock). None when the phase did not
+        complete or a clock could not be read."""
         split = self._split(phase, clock)
         if split is None:
             return None
@@ -260,10 +250,8 @@ class Conversation:
         return cpu / 1e9, host / 1e9
 
     def waiting_cpu(self, phase: str) -> float | None:
-        """CPU seconds of the worker while it waited for its turns in ``phase`` (from each
-        request for a chunk to the answer, the last one included: the other side's chunks
-        and, after the pairs, the reference's identity model ran meanwhile, on the same
-        CPU); an honest worker is blocked on its descriptor then. None when the phase did
+        """CPU seconds of the worker while it waited for its turns in ``phase`` (each request
+        for a chunk to its answer), when an honest worker is blocked. None when the phase did
         not complete or a clock was not read."""
         waited = self._waiting_ns.get(phase)
         if not self.complete(phase) or waited is None:
@@ -282,26 +270,21 @@ class Conversation:
 
     def per_call(self, phase: str) -> float | None:
         """Host seconds per call of ``phase``: the median over its chunks of the time between
-        the begin and end markers. None when the phase did not complete. A time-keeping cheat
-        shows in every chunk; the median keeps a chunk that the scheduler held up from
-        looking like one."""
+        the markers (a cheat shows in every chunk; one chunk the scheduler held up does not
+        decide it). None when the phase did not complete."""
         rates = self.host_rates(phase)
         return statistics.median(rates) if rates else None
 
     def least_per_call(self, phase: str) -> float | None:
         """The least host seconds per call over the chunks of ``phase`` (the identity model's:
-        the harness's own cost). What the parent's delays in stamping add to a chunk is not
-        the harness's cost: with a core kept busy, identity chunks of a few calls were seen at
-        a median above the candidate's own per-call window, which netted it to nothing."""
+        the harness's own cost), since the parent's delays in stamping are not that cost."""
         rates = self.host_rates(phase)
         return min(rates) if rates else None
 
     def cpu_rates(self, phase: str) -> list[float] | None:
-        """The worker's CPU seconds per call between the markers of each chunk of ``phase``.
-        The parent reads the worker's CPU clock as it stamps a marker, while the worker is
-        blocked waiting for the answer: late stamps of a busy parent change nothing, and the
-        time other programs held the worker's CPU is not in it. None when the phase did not
-        complete or the clock could not be read."""
+        """The worker's CPU seconds per call between the markers of each chunk of ``phase``,
+        read while the worker is blocked (late stamps change nothing). None when the phase did
+        not complete or the clock could not be read."""
         if not self.complete(phase):
             return None
         rates = []
@@ -333,9 +316,7 @@ class Conversation:
                     return
                 self._handle(parse_message(line), stream)
         except Exception as error:
-            # Any error is the worker's doing (its messages are all this thread reads): a
-            # header torch cannot shape raised TypeError here, and a thread that died without
-            # answering left the worker waiting on its descriptor until the time limit.
+            # Any error is the worker's doing; answer it, or the worker waits until its limit.
             reason = first_line(error)
             self.problem = f"the worker's conversation broke the protocol: {reason}"
             try:
@@ -354,30 +335,13 @@ class Conversation:
 
     def _settled(self, now: int) -> int:
         """The stamp of a ``next`` or ``begin`` the worker now waits on, taken once the worker
-        is off its CPU (at most ``SETTLE_S`` later than ``now``, its arrival).
+        is off its CPU (at most ``SETTLE_S`` after ``now``, its arrival).
 
-        Why. A process's CPU clock read from outside counts what its running threads did only
-        up to the last scheduler tick or switch (4 ms at this kernel's 250 Hz): a worker still
-        on its CPU between writing its message and blocking on the answer reads low, and the
-        rest shows at the next reading, in the span that reading ends. After ``next`` that
-        span is the wait for its turn, which an honest worker spends blocked (``judge``'s
-        ``parallel`` rule, 0.5 ms a turn): ``slow_to_block.py``, an honest program whose
-        worker keeps its CPU 2 ms after each message, was void so in 2 of 2 evaluations, and
-        so, likely, was an identical ``level1/34_InstanceNorm`` once (13.4 ms on a noisy
-        stretch of the machine: a vCPU the host holds between the write and the block charges
-        that time to the worker too). After ``begin`` it is the span of the calls, which
-        their claims must explain (``timing``). Stamped once the worker blocks, the tail is
-        the part the message ends (sending the outputs, making the inputs), and the turn
-        passes only then: the other side's chunk never shares the CPU with it. Beside a
-        spinning process, 30-40% of the messages found their worker still on or waiting for
-        its CPU (up to 5 ms).
-
-        Not ``end``: there a reading that lags leaves some of the calls' CPU time to the part
-        after them (what the ``timing`` rule sees can only shrink), and the tail after the
-        message, the worker's own, stays in sending the outputs, where a program that fills
-        in its outputs late (after its calls' times are sent) is seen by both clocks; stamped
-        late, the tail went to the calls' span and an honest ``slow_to_block.py`` beside the
-        suite was void ``timing:`` (0.668 ms of CPU time a call against 0.333 claimed)."""
+        A CPU clock read from outside lags up to a scheduler tick while the process runs: a
+        worker still on its CPU after writing its message reads low, and the rest would fall in
+        the next span (its wait for a turn, judged by ``parallel``, or its calls, judged by
+        ``timing``), which voided honest programs slow to block. Not ``end``: there a lagging
+        reading only shrinks what ``timing`` sees, and stamped late the tail went to the calls."""
         if self.processes is None:
             return now
         worker, waited = self.processes[1], False
@@ -424,7 +388,7 @@ class Conversation:
         if message.m != expected:
             raise ValueError(f"{message.m!r} where {expected!r} was due")
         if isinstance(message, Marker):
-            # The worker waits for the answer before its first call: its clock stands still.
+            # The worker waits for the answer before its first call.
             chunk.begin, chunk.cpu["begin"] = now, self._cpu()
             self._current = (phase, number, "end")
             self._send({"go": True})
@@ -471,9 +435,8 @@ class Conversation:
                     self.huge_pages = huge_pages(self.processes[1])
             self._done.append(message.phase)
             self._current = None
-            # The candidate is let go once the reference's pairs and its identity model (which
-            # nets the host windows) are done; torch.compile's baseline is informational, and
-            # compiling takes seconds that would count against the candidate's time limit.
+            # The candidate is let go once the reference's pairs and identity model are done;
+            # torch.compile's baseline is informational and would eat the candidate's limit.
             if set(self.phases[:2]) <= set(self._done):
                 self.schedule.through(self.side)
             self._send({"seeds": []})

@@ -1,20 +1,14 @@
 """CPU time of a sandboxed worker, read by the parent from outside the sandbox.
 
 The worker runs the candidate's code, so nothing it says about its own CPU time is trusted.
-The kernel keeps a CPU clock per process (every thread it ever had, on any CPU, to the
-nanosecond) that any process may read by pid (``clock_gettime`` on the clock id of
-``clock_getcpuclockid``); the parent reads its workers' clocks at the stamps of every chunk.
-Unlike the wall clock, a process's CPU clock does not run while another program holds its
-CPU, so work a candidate moves out of its timed calls shows against the reference's with
-little of the load's noise.
+The kernel keeps a CPU clock per process (every thread, any CPU) that the parent reads by pid
+at the stamps of every chunk; it does not run while another program holds the CPU, so work a
+candidate moves out of its timed calls shows with little of the load's noise.
 
 Processes are found in ``/proc`` from the pid the sandbox started: the first ``maxcode-init``
-below it is the run's trusted init (a candidate may name a process of its own so, but only
-below the init), and the worker is the init's first child (the init starts the run's program
-before anything of the run can start another process), or that child's first child when the
-program is a zygote that forks the worker of each round. Work in the run's other processes
-(children of the worker, orphans the init reaped) is counted separately (``others_ns``): the
-reference has none while timed.
+below it is the run's trusted init, and the worker is the init's first child (started before
+anything of the run can start a process), or that child's first child under a zygote. The
+run's other processes are counted apart (``others_ns``).
 """
 
 from __future__ import annotations
@@ -101,9 +95,8 @@ def _below(root: int, children: dict[int, list[int]]) -> list[int]:
 
 def find_worker(root: int, forked: bool = False) -> tuple[int, int] | None:
     """(init, worker) of the sandboxed run started as ``root``; None when not found.
-    ``forked``: the run's program is a zygote (worker ``_zygote``), and the worker is its
-    first child (the zygote forks it before anything of the round can start a process, and
-    has no other child left from the rounds before)."""
+    ``forked``: the run's program is a zygote (worker ``_zygote``) and the worker its first
+    child."""
     processes = _processes()
     children = _children(processes)
     for pid in _below(root, children):

@@ -7,15 +7,9 @@ Protocol (one call of ``evaluate_kernelbench``):
    timed calls' seeds stay in the parent until a worker has built and warmed up its model.
 2. Two sandboxed processes (``worker.py``) start together, one for the reference, one for the
    candidate (a fresh one per candidate; importing it builds its extensions, cached by source
-   hash). Both start up on the timing CPU; in an evaluation of one round (a search's screen)
-   both load torch unpinned, side by side, and pin themselves to it before anything of the
-   task loads (runner ``pins_late``). (The reference started up on the other CPUs until
-   2026-11-26, so that the two start-ups overlapped; on a Firecracker guest that made the
-   sides differ for their whole lives: 16 identical ``1_ScaledGELU`` rounds averaged 0.975
-   with a spread of 4.0% (sd of the log), against 1.004 and 2.7% with both on the timing CPU,
-   the two variants alternated; 0.998 and 2.1% in a second run. Where a process first touches
-   its memory stays with it.) Each runs every check seed twice (inputs before and after the
-   call kept).
+   hash). Both start up on the timing CPU, since where a process first touches its memory
+   stays with it; in an evaluation of one round both load torch unpinned and pin themselves
+   before anything of the task loads (runner ``pins_late``). Each runs every check seed twice.
 3. Timing in one window (``schedule.py``): once both finished their checks, the parent grants
    chunks of timed calls in turn, reference chunk n then candidate chunk n on the same fresh
    seeds; the side whose turn it is not waits on its descriptor 3. Each chunk's seeds are sent
@@ -208,8 +202,7 @@ def evaluate_kernelbench(
                     pair.close()
                     pair = None
                 pair = Zygotes.start(task, candidate, settings, sandbox, pinned, paths)
-            # The baselines and profiles are measured in the first round the verdict keeps: a
-            # round held for confirmation (and then set aside) would take them with it.
+            # Baselines and profiles in the first round the verdict keeps, not one set aside.
             chosen = later if tally.done else settings
             tally.add(_one_round(task, candidate, chosen, sandbox, pinned, paths, torch, pair))
     finally:
@@ -304,15 +297,12 @@ def _one_round(
             "compile_baseline": measure_compile,
             "roofline": roofline.known(key) is None,
         }
-        # Both workers at once, on the timing CPU; the schedule alternates their
-        # timed chunks on the same seeds (the candidate makes exactly the reference's timed
-        # calls, so every output kept has the reference's output to be checked against). Each
-        # may wait for the other's turns: its time limit has room for them.
+        # Both workers at once; the schedule alternates their timed chunks on the same seeds.
+        # Each time limit has room for the other's turns.
         cache = cache_folder("cand", candidate)
         clock.mark("start")
-        # The candidate's build folder is held before either worker starts (a build of it
-        # still running elsewhere finishes first, on no one's clock). The reference builds
-        # nothing: its runs of one task go side by side.
+        # The candidate's build folder is held before either worker starts, so a build still
+        # running elsewhere finishes on no one's clock.
         conversations += [
             Conversation(schedule, REFERENCE, check_seeds, phases),
             Conversation(schedule, CANDIDATE, check_seeds, ("K",)),
@@ -356,8 +346,7 @@ def _one_round(
                 comparison = Comparison(torch, settings.tolerance)
                 schedule.kept.compare_with(comparison)
                 schedule.checked.compare_with(comparison)
-                # The timing CPU alone for the window (its turn held until both runs end; the
-                # workers wait for their first chunks meanwhile, blocked, as for each other's).
+                # The timing CPU alone for the window, held until both runs end.
                 turn.enter_context(cpu_turn(cpu if settings.device == "cpu" else None))
             finally:
                 schedule.open()
@@ -386,11 +375,9 @@ def _compile_baseline(
     feedback: Feedback, key: tuple[str, str, str], compiled: dict[str, Any] | None
 ) -> Feedback:
     """The torch.compile baseline is the reference's alone: measured in a task's first clean
-    round (no finding of a candidate's that could have slowed the reference's calls) and kept
-    per task (``roofline.remember``), so that a search's later candidates do not pay for it
-    (about 4 s a round for a small CPU problem here, more for a fused one). A later round
-    shows the kept timing and reports ``speedup_vs_compile`` as the kept ratio of compiled to
-    eager time times its own speedup, as ``rounds.combine`` does across rounds."""
+    round and kept per task (``roofline.remember``), so a search's later candidates do not pay
+    seconds a round for it. A later round reports ``speedup_vs_compile`` as the kept ratio of
+    compiled to eager time times its own speedup."""
     timings = feedback.timings
     if compiled is None:
         if rounds.clean(feedback) and "compile" in timings and "reference" in timings:

@@ -66,10 +66,8 @@ class WorkerReport(_Evidence):
     checked: list[str] = []
     """Extensions compiled by a compile check."""
     stages: dict[str, float] = {}
-    """Seconds of the worker's own stages by its own clock (``torch``: importing torch;
-    ``load``: the problem and the candidate imported, which builds or loads its extensions;
-    ``model``: the model built; ``warmup``). Informational: where an evaluation's start-up
-    goes, never a timing that is judged."""
+    """Seconds of the worker's own stages by its own clock (``torch``, ``load``: the problem and
+    the candidate imported, ``model``, ``warmup``, ...). Informational, never judged."""
     triton: dict[str, Any] | None = None
     """A Triton candidate's kernel launches (validated where it is used)."""
 

@@ -1,25 +1,17 @@
 """The judge: the reference's and the candidate's evidence compared in the parent, with the
 parent's own torch, into one verdict (``integrity.Verdict``, which applies the policy).
 
-Checks, in order: the task itself (screened on the reference's outputs: ``task`` warnings);
-the candidate's run (compile error, limits, evidence that is missing or malformed, a broken
-conversation: ``evidence``); every check seed's outputs (type, dtype, shape, values within the
-dtype's tolerance), run twice (``nondeterministic``), inputs unchanged (``inputs``), no output
-sharing an input's memory (``aliasing``); every kept timed call's output (``caching``); then the
-timings: in-process chunk means against the parent's host stamps (``timing``; time outside the
-calls beyond the reference's, by host time and by the worker's CPU clock, is charged to the
-candidate, ``outside``), threads (``threads``), CPU time against the wall time the candidate
-did not spend waiting for its turns, the worker's CPU clock against host time over its timed
-chunks, and the worker's CPU clock while it waited for its turns (``parallel``), CPU time of
-the run's other processes while timed (``untracked``), huge pages the candidate's process
-turned back on or holds (``memory``), the speed of light on CUDA (``implausible``,
-capped).
+Checks, in order: the task itself (``task`` warnings); the candidate's run (compile error,
+limits, missing or malformed evidence: ``evidence``); every check seed's outputs within the
+dtype's tolerance, run twice (``nondeterministic``), inputs unchanged (``inputs``), no output
+sharing an input's memory (``aliasing``); every kept timed output (``caching``); then the
+timings: claims against the parent's stamps (``timing``; time outside the calls beyond the
+reference's is charged, ``outside``), ``threads``, CPU time beyond one CPU (``parallel``),
+other processes' CPU time (``untracked``), huge pages (``memory``), and the speed of light on
+CUDA (``implausible``, capped).
 
-The speedup is the paired estimate of ``stats.chunk_pair_speedup`` (the geometric mean of the
-ratios of the two sides' chunk means, chunk by chunk; on a CPU, of the worker's CPU clock per
-call over each chunk, on a GPU of the parent's clock, ``Judge._paired``) with its 95%
-interval; the candidate's
-cost is the reference's median over it, so reference cost / candidate cost is the speedup.
+The speedup is ``stats.chunk_pair_speedup`` over the chunk pairs (``Judge._paired``) with its
+95% interval; the candidate's cost is the reference's median over it.
 """
 
 from __future__ import annotations
@@ -60,45 +52,29 @@ HOST_SHARE = 0.5
 HOST_SLACK_S = 0.002
 """Host time (over all timed calls) that in-process timings may leave unexplained."""
 SPAN_SLACK_S = 0.001
-"""Host time per chunk that two spans may differ by for the parent's own delays (two round
-trips through its serving thread per chunk, on a loaded machine)."""
+"""Host time per chunk that two spans may differ by for the parent's own stamping delays."""
 CHARGE_NOTE = 0.05
 """An outside-time charge above this share of the candidate's charged time is shown
 (``outside``)."""
 BETWEEN_QUANTILE = 0.5
-"""By the worker's CPU clock, the candidate's time between its calls is compared with this quantile
-of the reference's chunks (their median), not pair by pair, and with the reference's time by host
-clock. The claims are wall time: a call that another program preempted claims more than its CPU
-time, so a chunk's CPU time between the calls drops below the harness's own, the more so the
-longer its calls. Host time between the calls (wall less wall) is the bound above it: a worker
-pinned to one CPU spends no more CPU time than host time over its markers, so its CPU time
-between the calls is at most its host time there. With the parent busy on the workers' CPU
-(2026-11-27), pair by pair an honest candidate six times faster than its 1 ms reference was
-charged 0.47 ms per call at the interval's low end; against the median of the reference's CPU
-time, a program hogging the timing CPU still pushed every reference chunk below zero (-0.4 to
--0.8 ms per call for a row-by-row reference of 0.9 ms calls, 2026-11-29) and an honest rewrite
-19x faster was void (``hidden:``, surely 0.55 ms more between its calls) in 4 of 4 evaluations
-(the likely cause of a fresh clone's CI failing once, beside the suite's other worker). Against
-the reference's host time, 0 of 3 were charged there. On a CPU this part is not charged (the
-reward's CPU clock over the markers holds it, ``Judge._paired``); it counts towards ``hidden``."""
+"""By the worker's CPU clock, the candidate's time between its calls is compared with this
+quantile of the reference's host time there, not pair by pair: the claims are wall time, so
+preemption pushes the reference's CPU time between calls below zero, and honest candidates
+were voided. Not charged on a CPU (the reward's clock holds it); it counts towards ``hidden``."""
 CLAIM_SHORT = 0.25
 """In-process timings that give the candidate more than this share above the speedup by the
-worker's CPU clock over the same chunks are shown (``clock``): an honest worker's claims are
-wall time, at least its CPU time, on both sides alike. Beside a load the two sides' claims are
-stretched unevenly by preemption, so the share is wide; a clock slowed to 0.6 shows 1.67x."""
+worker's CPU clock are shown (``clock``); wide, as preemption stretches the sides' claims
+unevenly."""
 CPU_SHARE = 1.5
 CPU_SLACK_S = 0.5
-"""CPU time of the candidate's whole process tree may exceed its busy wall time (its run's wall
-time less the time it waited for its turns, blocked on its descriptor 3) by this much (the run
-is pinned to one CPU; more means it ran on others)."""
+"""CPU time of the candidate's process tree may exceed ``CPU_SHARE`` times its busy wall time
+(less its waits for its turns) by this much; more means it ran on other CPUs than its one."""
 SPAN_CPU_SLACK_S = 0.0005
-"""CPU time of the candidate's worker per timed chunk, from its seeds to its outputs, may exceed
-the host time of that span by this much (the readings fall inside the stamps: on one CPU it
-cannot exceed it at all)."""
+"""CPU time of the candidate's worker per timed chunk may exceed the chunk's host time by this
+much (on one CPU it cannot exceed it at all)."""
 WAITING_CPU_SLACK_S = 0.0005
-"""CPU time the candidate's worker may spend per turn it waited for (the reference's chunk ran
-meanwhile). An honest worker is blocked throughout: its request is stamped once it is off its
-CPU (``Conversation._settled``), so the tail of the request is not in it."""
+"""CPU time the candidate's worker may spend per turn it waited for, while the reference's chunk
+ran; an honest worker is blocked throughout (``Conversation._settled``)."""
 OTHERS_SLACK_S = 0.005
 """CPU time the run's other processes may spend while the calls are timed (the reference's run
 has none; children it reaped are counted in whole clock ticks)."""
@@ -296,8 +272,7 @@ class Judge:
         if "compile" in ref_times:
             timings["compile"] = _stats(ref_times["compile"], None)
         if ref_times.get("overhead"):
-            # An identity model timed the same way: the fixed cost in every timed call (on
-            # CUDA, the events and the drain of the device), which no kernel can go below.
+            # An identity model timed the same way: the fixed cost of every timed call.
             timings["harness"] = _stats(ref_times["overhead"], None)
         floor = 1e-7
         reference_cost = max(timings["reference"].median_s, floor)
@@ -313,11 +288,9 @@ class Judge:
             return reference_cost / (reference_cost / max(rate, 1e-12) + max(seconds, 0.0))
 
         if excesses:
-            # Time outside the calls beyond the reference's is the candidate's: per part of
-            # the span, by the clock that sees more of it, the estimate is charged when it is
-            # surely above 0; the interval's low end (what selection uses) always, with the
-            # estimate. (The upper bound took an identical 4_Softmax's low end to 0.45:
-            # nothing would verify.)
+            # Time outside the calls beyond the reference's is the candidate's: per part, by
+            # the clock that sees more, the estimate when surely above 0; the interval's low
+            # end (what selection uses) always, with the estimate, not the upper bound.
             cost = likely_cost = 0.0
             likely: tuple[str, str, PairedExcess] | None = None
             parts = []
@@ -341,8 +314,7 @@ class Judge:
                     f"reference's ({', '.join(parts)}), added to the candidate's time",
                 )
             elif likely is not None and likely_cost > candidate_cost:
-                # Likely more work outside the calls than in them, though pairs too noisy to
-                # be sure: what selection uses is charged; the finding says why it is low.
+                # Likely more work outside the calls than in them, not surely: say why it is low.
                 part, clock, excess = likely
                 self.verdict.flag(
                     "outside",
@@ -393,24 +365,14 @@ class Judge:
         )
 
     def _paired(self, reference: Side, candidate: Side) -> PairedEstimate:
-        """The speedup from the chunk pairs. On a CPU, a chunk's cost is the worker's CPU clock
-        between its markers per call (``Conversation.cpu_rates``, read by the parent), less the
-        harness's own loop around each call (the least of the reference's identity chunks' CPU time
-        between the calls, ``Conversation.outside``): what the calls cost by a clock the candidate
-        cannot touch, whatever its in-process clock claims. A clock that runs slow by any factor
-        (``slow_harness_clock.py``) claims less than the work, and the window check voids only what
-        explains less than ``HOST_SHARE`` of it; counting the CPU clock closes the rest, idle or
-        beside a load (the time another program holds the CPU is in neither side's CPU clock, where
-        it was in both sides' claims, unevenly). A worker pinned to one CPU and blocked outside its
-        turns spends CPU time only on its own work; work moved to other processes is ``untracked``,
-        to other threads ``threads``. When the claims fall short of that clock by more than
-        ``CLAIM_SHORT`` of the speedup, the finding (``clock``) says so. On a GPU the kernels run on
-        no CPU clock: a chunk's cost is the parent's host time between its markers per call (the
-        worker waits for the whole device before its end marker; the chunk's calls run back to
-        back on the device, each after an L2 flush), less the harness's own (the least of the
-        identity chunks' host time per call: the flush, the events, the launches). The claims
-        (CUDA events) are shown beside it (``clock``), and checked against host time
-        (``_clock_lie``)."""
+        """The speedup from the chunk pairs, by a clock the candidate cannot touch. On a CPU, a
+        chunk's cost is the worker's CPU clock between its markers per call
+        (``Conversation.cpu_rates``) less the harness's own loop (the least of the reference's
+        identity chunks): a clock that runs slow claims less than the work, and the time another
+        program holds the CPU is in neither side's CPU clock. On a GPU, the parent's host time
+        between the markers per call (the worker waits for the whole device), less the harness's
+        own. Claims that give more than ``CLAIM_SHORT`` above it are shown (``clock``); a clock
+        that lies is void (``_clock_lie``)."""
         assert reference.conversation is not None and candidate.conversation is not None
         ours_side, theirs_side = candidate.conversation, reference.conversation
         claimed = chunk_pair_speedup(theirs_side.chunk_times("K"), ours_side.chunk_times("K"))
@@ -440,21 +402,14 @@ class Judge:
     def _host_check(
         self, reference: Side, candidate: Side, timings: dict[str, TimingStats]
     ) -> dict[str, dict[str, PairedExcess]]:
-        """In-process timings must account for the host time the parent saw. Two views: the
-        markers around each chunk's calls (net of the harness's own cost per call) against
-        the claimed median, by the worker's CPU clock on a CPU and host time on a GPU
-        (``_clock_lie``: a clock that lies is void), and the whole span from a chunk's seeds
-        to its outputs, which also covers work moved into making the inputs or into
-        sending the outputs. The span's parts outside the calls (``OUTSIDE_PARTS``) are
-        compared with the reference's pair by pair (``paired_excess``), each by two clocks:
-        host time (sees work of any kind, GPU work and other processes on the worker's CPU
-        included, with the noise of everything else the machine runs) and the worker's CPU
-        time (every thread of the worker's process on any CPU, little of the load's noise).
-        Returns the excesses per call by part and clock, which the caller charges to the
-        candidate (none when the verdict is void already; on a CPU not the part between the
-        calls, which the reward's CPU clock holds already, ``_paired``). An excess surely
-        above the work claimed (the interval's low end) is also void: most of the work was
-        hidden. No stamps, no reward."""
+        """In-process timings must account for the host time the parent saw: the markers
+        around each chunk's calls against the claimed median (``_clock_lie``: a clock that lies
+        is void), and the span's parts outside the calls (``OUTSIDE_PARTS``) against the
+        reference's pair by pair (``paired_excess``), each by host time (sees work of any kind)
+        and by the worker's CPU time (little of the load's noise). Returns the excesses per call
+        by part and clock, which the caller charges (none when the verdict is void; on a CPU not
+        the part between the calls, which ``_paired``'s clock holds). An excess surely above the
+        work claimed is void (``hidden``). No stamps, no reward."""
         assert reference.conversation is not None and candidate.conversation is not None
         calls = timings["candidate"].trials
         window = timings["candidate"].host_s
@@ -471,10 +426,8 @@ class Judge:
         if None in spans["CPU time"]:
             self.verdict.flag("timing", "the workers' CPU clocks could not be read")
             return {}
-        # Like with like: a chunk's mean claimed time (an honest call the scheduler held up
-        # is in both; the median of the calls is not) against its markers, chunk medians. It
-        # is also the work claimed per call, as the speedup counts it (a median of the calls
-        # would take a chunk's lookups for its work, ``look_ahead.py``).
+        # Like with like: chunk means of the claims (as the speedup counts the work) against
+        # the markers, median over the chunks.
         claimed = statistics.median(
             [sum(times) / len(times) for times in candidate.conversation.chunk_times("K") if times]
             or [0.0]
@@ -496,8 +449,7 @@ class Judge:
             }
             for part in OUTSIDE_PARTS
         }
-        # Surely hidden, per part by the clock that sees more (95% low ends), the parts added:
-        # work split between the parts counts whole.
+        # Surely hidden: per part the larger 95% low end, the parts added.
         lows = {
             part: max((e.low for e in by_clock.values() if e.low), default=0.0)
             for part, by_clock in excesses.items()
@@ -505,8 +457,7 @@ class Judge:
         hidden = sum(max(low, 0.0) for low in lows.values())
         if _too_fast(claimed, claimed + hidden, calls, SPAN_SLACK_S / max(self.plan.chunk, 1)):
             said = ", ".join(f"{part} {low * 1e3:.3f} ms" for part, low in lows.items() if low > 0)
-            # A statistical verdict, on the pairs of one pair of processes: the evaluator has
-            # it confirmed by a round of fresh workers (``rounds.CONFIRMED``).
+            # Statistical: the evaluator confirms it with fresh workers (``rounds.CONFIRMED``).
             self.verdict.flag(
                 "hidden",
                 "work outside the timed calls: the candidate spent surely at least "
@@ -521,13 +472,9 @@ class Judge:
         self, reference: Side, candidate: Side, claimed: float, window: float, calls: int
     ) -> str | None:
         """The clock that the claimed seconds per call disagree with (``_too_fast``), in
-        words; None when they agree. On a CPU, the worker's CPU clock between the markers,
-        net of the harness's own CPU per call (the reference's identity model): the parent
-        stamps the markers as its serving thread gets to them, and on a loaded machine an
-        honest chunk of tiny calls was seen at 0.54 ms of host time per call for the 0.08
-        ms its calls took, while the worker's CPU clock stands still outside its calls (the
-        time other programs held its CPU is not in it, and the worker waits for the answer
-        to each marker). On a GPU, host time (kernels run on no CPU clock)."""
+        words; None when they agree. On a CPU, the worker's CPU clock between the markers, net
+        of the harness's own (host stamps of a loaded parent run late; that clock stands still
+        outside the calls). On a GPU, host time (kernels run on no CPU clock)."""
         assert reference.conversation is not None and candidate.conversation is not None
         if self.settings.device == "cpu":
             theirs = reference.conversation.cpu_rates("O")
@@ -562,11 +509,10 @@ class Judge:
                 f"({report.torch_threads_before} -> {report.torch_threads_after})",
             )
         conversation = candidate.conversation
-        # On CUDA the driver's own threads run beside the calls: these two are for the CPU.
+        # On CUDA the driver's threads run beside the calls: these two are for the CPU.
         if conversation is not None and self.settings.device == "cpu":
             chunks = len(conversation.chunk_times("K"))
-            # Exact, unlike the run's total below: a worker on one CPU cannot spend more CPU
-            # time than host time.
+            # Exact: a worker on one CPU cannot spend more CPU time than host time.
             cpu, host = conversation.span_cpu("K") or (0.0, 0.0)
             if cpu > host + SPAN_CPU_SLACK_S * max(chunks, 1):
                 self.verdict.flag(
@@ -575,10 +521,8 @@ class Judge:
                     f"{host * 1e3:.1f} ms of timed chunks (seeds to outputs): it ran on more "
                     "than its one CPU",
                 )
-            # While it waits for its turn the reference's chunk runs on the same CPU: a thread
-            # of the candidate's running then takes that CPU from the reference's calls
-            # (``steal_turns.py``). An honest worker is blocked on its descriptor. The last
-            # wait counts too.
+            # While it waits, the reference's chunk runs on the same CPU: a thread of the
+            # candidate's running then slows the reference's calls.
             waiting = conversation.waiting_cpu("K")
             if waiting is not None and waiting > WAITING_CPU_SLACK_S * (chunks + 1):
                 self.verdict.flag(
@@ -605,8 +549,7 @@ class Judge:
 
     def _huge_pages(self, reference: Side, candidate: Side) -> None:
         """The workers run without transparent huge pages (worker ``_no_huge_pages``): a
-        candidate that turned them back on for its process, or made the parent unable to
-        read what it holds where the reference's could be read, ran on memory the reference
+        candidate that turned them back on, or hid what it holds, ran on memory the reference
         was not given."""
         theirs = reference.conversation.huge_pages if reference.conversation else None
         ours = candidate.conversation.huge_pages if candidate.conversation else None

@@ -2,8 +2,7 @@
 maps a window at a time): the comparison (``Comparison``: dtype, shape, values within the
 dtype's tolerance), the checked calls' outputs compared as they arrive (``CheckedOutputs``),
 and the kept outputs of the timed calls compared pair by pair between chunks
-(``TimedOutputs``). Both let go of a side's outputs once they are compared, so the memory
-held for them is a few outputs, not every one a worker sent.
+(``TimedOutputs``). Both let go of outputs once compared, so a few are held at a time.
 """
 
 from __future__ import annotations

@@ -28,11 +28,9 @@ there. The timed calls flush the L2 cache first, so those bytes must come from d
 1.5 leaves room for a kernel that streams better than the measured copy and sum."""
 
 _MEASURED: dict[tuple[str, tuple[str, str, str]], dict[str, Any]] = {}
-"""What the reference alone decides, per kind, reference, shapes and device: the same for every
-candidate of a task, so it is measured once (kept in this process and in the cache folder,
-where no sandboxed run can write). Kinds: ``roofline`` (the reference's work
-and this device's rates) and ``compile`` (the reference under torch.compile against eager,
-``evaluator``)."""
+"""What the reference alone decides, per kind, reference, shapes and device, measured once per
+task (kept in this process and in the cache folder, where no sandboxed run can write). Kinds:
+``roofline`` (work and rates) and ``compile`` (torch.compile against eager, ``evaluator``)."""
 
 
 def roofline_key(task: Task, settings: KernelBenchSettings) -> tuple[str, str, str]:

@@ -35,8 +35,7 @@ from maxcode.tasks.model import Task
 
 _FILE_BYTES = 1 << 30
 """The largest file a worker may write (its result, a candidate's extension build, compile
-caches): a bound on what a candidate can put on disk. It was 4 GiB while the workers wrote their
-checked tensors to a file; those now go to the parent on descriptor 3 (``evidence.Checked``)."""
+caches): a bound on what a candidate can put on disk."""
 _COLLECTED_CHARS = 1 << 20
 MAPPED_BYTES = 256 << 20
 """The least block a worker's allocator maps on its own rather than taking from the heap."""
@@ -234,14 +233,11 @@ class WorkerRunner:
         )
 
     def pins_late(self) -> bool:
-        """Whether a worker is pinned to ``cpu`` by itself once torch is loaded (worker
-        ``_pin``) rather than by the sandbox from its start: in an evaluation of one round on
-        a CPU (a search's screening), so that its two workers load torch side by side on two
-        CPUs. One round of an identical bundled candidate took 5.5-5.8 s instead of 8.9-9.0 s,
-        its speedups' spread the same (``docs/noise-log.md``, "Start-up beside the timing CPU");
-        ``MAXCODE_PIN=start`` pins from the start to measure it. Evaluations of several
-        rounds, whose rounds' spread it widened, fork their workers from zygotes started on
-        the timing CPU (``zygote.py``)."""
+        """Whether a worker pins itself to ``cpu`` once torch is loaded (worker ``_pin``)
+        rather than being pinned by the sandbox from its start: in an evaluation of one round
+        on a CPU, so its two workers load torch side by side on two CPUs (a round takes about
+        two thirds of the time, the spread the same). ``MAXCODE_PIN=start`` pins from the start.
+        Several rounds fork their workers from zygotes on the timing CPU (``zygote.py``)."""
         return (
             self.cpu is not None
             and self.settings.device == "cpu"
@@ -289,8 +285,7 @@ def _environment(cache: Path, workdir: Path, layout: int = 0) -> dict[str, str]:
         "TORCH_EXTENSIONS_DIR": str(cache / "extensions"),
         "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
         "TRITON_CACHE_DIR": str(cache / "triton"),
-        # The run's uid has no passwd entry: getpass and Path.home would fail on it
-        # (torch.compile asks for the user's name when it is imported).
+        # The run's uid has no passwd entry: getpass (torch.compile's import) would fail.
         "USER": "maxcode",
         "LOGNAME": "maxcode",
         "HOME": str(workdir),
@@ -298,24 +293,15 @@ def _environment(cache: Path, workdir: Path, layout: int = 0) -> dict[str, str]:
         "CXX": "g++",
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
-        # Blocks below MAPPED_BYTES come from the heap and are kept when freed: glibc would map
-        # large blocks afresh and hand them back, and every timed call would pay page faults in
-        # proportion to its temporaries (identical scaled level1/24_LogSoftmax candidates
-        # scored 0.90-1.46 so, 1.000-1.004 from the heap). A fixed threshold (glibc's own moves
-        # with what was freed) keeps both sides alike. Blocks of MAPPED_BYTES and more (a
-        # full-size problem's gigabyte tensors) are mapped and handed back when freed: kept in
-        # the heap, blocks of slightly different sizes could not reuse each other's room, and
-        # two workers of a 16,384 x 16,384 ReLU grew to 10 GB each.
+        # Blocks below MAPPED_BYTES come from the heap and are kept when freed, or every timed
+        # call pays page faults for its temporaries (identical candidates scored 0.90-1.46);
+        # a fixed threshold keeps both sides alike. Larger blocks are mapped and handed back,
+        # or gigabyte tensors of slightly different sizes cannot reuse each other's room.
         "MALLOC_MMAP_THRESHOLD_": str(MAPPED_BYTES),
         "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
-        # Tensors of 2 MiB and more on a page boundary (torch's own switch; the huge pages it
-        # also asks for are off in the workers, worker ``_no_huge_pages``). At 64 bytes, where
-        # each buffer fell within its page followed the heap's history, drawn anew per process
-        # (hash seeds, import order): the offsets between a call's input, temporaries and
-        # output made the same elementwise calls up to 8% faster or slower for a whole
-        # worker. Two workers of the full-size 1_ScaledGELU alternating 30 chunks, 6-8 pairs:
-        # per-pair ratios 0.92-1.09 at 64 bytes, 0.97-1.01 on page boundaries, where every
-        # worker ran at the same 2.2-2.3 ms a call (2.4-2.8 before).
+        # Tensors of 2 MiB and more on a page boundary (the huge pages torch also asks for are
+        # off, worker ``_no_huge_pages``): where a buffer falls within its page otherwise
+        # follows each process's heap history, up to 8% faster or slower for a whole worker.
         "THP_MEM_ALLOC_ENABLE": "1",
         "MAX_JOBS": "2",
     }
@@ -358,16 +344,10 @@ def sole_user(cache: Path) -> Iterator[None]:
 @contextlib.contextmanager
 def device_turn(device: str) -> Iterator[None]:
     """On a GPU, the device alone for one round, whichever process asks: an exclusive lock on a
-    file per visible GPU (``turns.gpu_turn``, beside the CPUs' in one folder for the machine,
-    whatever each process's ``TMPDIR``), held from before the two workers start until both are
-    gone (their warm-ups, checks and timed calls all run kernels). Two evaluations timing on one
-    GPU at once saw each other's kernels in their host time: four ``maxcode eval`` side by side
-    on an H100 took 100 s each and voided an identical full-size ``level1/1`` ("in-process
-    timings disagree with host time", 2.97 ms claimed, 6.21 seen). The one mechanism for a
-    search's threads (``LocalExecutor``) and separate processes alike; Ray also gives each GPU
-    evaluation a whole GPU (``num_gpus``). Which GPU is read from ``CUDA_VISIBLE_DEVICES`` as
-    written: two processes naming one GPU differently (an index and a UUID) are not kept apart.
-    On a CPU, nothing here: the timed window takes its CPU's turn (``turns.cpu_turn``)."""
+    file per visible GPU (``turns.gpu_turn``), held from before the two workers start until both
+    are gone, since two evaluations timing on one GPU see each other's kernels in their host
+    time (which voided an identical candidate). The GPU is read from ``CUDA_VISIBLE_DEVICES``
+    as written: one GPU named two ways is not kept apart. On a CPU, nothing here."""
     if device != "cuda":
         yield
         return
@@ -396,12 +376,10 @@ def check_reference(task: Task, side: Side, timed: bool = True) -> None:
         if where:
             why = f"{why} ({where})"
     elif result.limit_hit and result.wall_s > 0:
-        # A run killed at a limit breaks its conversation too (a broken pipe): the limit is
-        # the cause to name.
+        # A run killed at a limit breaks its conversation too: name the limit.
         why = limit_message(task, result.limit_hit)
     elif result.signal:
-        # Killed from outside (the kernel's OOM killer sends SIGKILL when the machine, not the
-        # task's limit, runs out of memory): the broken conversation is only its symptom.
+        # Killed from outside (the OOM killer when the machine runs out of memory).
         why = f"the reference's process was killed (signal {result.signal})"
         if result.signal == signal.SIGKILL:
             why += "; the machine may have run out of memory (try a smaller --scale)"

@@ -1,53 +1,35 @@
 """The harness half that runs inside the sandbox for one KernelBench program (stdlib + torch).
 
-It is started as ``python3 -I -B worker.py SPEC.json`` in a sandboxed process of its own, once
-for the reference and once for the candidate, so the candidate can never patch the reference's
-code or the functions that judge it. An evaluation of several rounds starts it once per side as
-``worker.py --zygote`` instead (``_zygote``): that process imports torch and forks the side's
-worker for each round, in the same sandbox. It imports no maxcode module: it is copied next to the
-job's files and runs with the interpreter's own packages only. Before anything else it
-re-executes itself once with address-space randomization off and moves its layout by the
-round's draw (``_fix_layout``), so that the two processes timed against each other do not differ
-by where their memory was laid out, and rounds sample what a layout does to the program.
+Started as ``python3 -I -B worker.py SPEC.json`` in a sandboxed process of its own, once for the
+reference and once for the candidate, so the candidate can never patch the reference's code or
+the functions that judge it; an evaluation of several rounds starts ``worker.py --zygote`` once
+per side instead (``_zygote``), which imports torch and forks the side's worker for each round.
+It imports no maxcode module (it is copied next to the job's files). It first re-executes itself
+with address-space randomization off and shifts its layout by the round's draw
+(``_fix_layout``), so the two sides timed against each other do not differ by their layout.
 
-What it produces is *evidence*, not a verdict. The spec file holds only what building the model
-needs (problem, candidate, the weights' seed, the warm-up inputs' seeds, drawn apart from every
-other seed): the seeds of the checked and timed inputs come from the parent over descriptor 3
-(a socket), just in time, after this process reports the model built and warmed up.
+It produces *evidence*, not a verdict. The spec file holds only what building the model needs;
+the seeds of the checked and timed inputs come from the parent over descriptor 3 (a socket),
+just in time. The conversation there (JSON lines; tensors as sealed memory files beside the
+line that describes them, ``_Pack``):
 
-The conversation on descriptor 3 (JSON lines; tensors go as sealed memory files passed beside
-the line that describes them, ``_Pack``, never as bytes on the socket):
+- ``ready`` (seconds of one warmed-up call, output bytes); the parent answers with the check
+  seeds.
+- ``checked``, once per check seed (each run twice): outputs and changed inputs
+  (``evidence.Checked``).
+- per chunk of timed calls: ``next`` (the parent answers with the chunk's seeds when it is this
+  worker's turn, none when the phase is over), ``begin`` and ``end`` (with the calls' in-process
+  seconds) around the calls, then ``outputs`` with every call's outputs (the parent draws which
+  it checks and never says).
 
-- ``ready`` (seconds of one warmed-up call, output bytes): the model is built and warmed up.
-  The parent answers with the check seeds.
-- ``checked``, once per check seed (each run twice): its calls' outputs and the inputs a call
-  changed (``evidence.Checked``), copied out as each call returns.
-- per chunk of timed calls: ``next`` (asks for the chunk's seeds; the parent answers when it is
-  this worker's turn, with one fresh seed per call, or with none when the phase is over),
-  ``begin`` and ``end`` (with the calls' in-process seconds) around the calls, then the parent
-  answers (it reads this process's CPU clock meanwhile) and ``outputs`` hands over every
-  call's outputs (timed calls; which of them the parent checks it draws itself and never says).
+The two workers take turns chunk by chunk on the timing CPU. The parent stamps every message
+with its own clock, so a candidate that patches this process can at most lie about its own
+timings and outputs, which are checked there.
 
-The reference's worker and the candidate's are alive together and take turns chunk by chunk;
-the one whose turn it is not waits on descriptor 3. Both start up on the timing CPU, where
-the sandbox pins them (see the evaluator's protocol for why the reference no longer starts
-elsewhere).
-
-The parent stamps every message with its own clock. A candidate that patches anything in this
-process (the clock, this module, torch) can at most lie about its own timings and the outputs it
-reports; the host stamps, the outputs and the order of the conversation are checked there.
-
-Roles:
-
-- ``reference``: the problem's ``Model``; each check seed run twice (self-agreement); inputs
-  before and after the call; timing of eager (and ``torch.compile`` when asked) over rotated
-  inputs, and of an identity model (the harness's own overhead per call, for the cross-check).
-- ``candidate``: the candidate's ``ModelNew`` (import = build of its extensions); each check
-  seed run twice (determinism); inputs after the call; timing over the same inputs.
-- ``build``: import the candidate only, which builds its extensions into the cache (apart
-  from an evaluation, so that builds can overlap another candidate's timing on a GPU).
-- ``kernels``: one forward under Nsight Compute (on a warm-up input).
-- ``compile_check``: compile the candidate's ``load_inline`` sources without loading them.
+Roles: ``reference`` (the problem's ``Model``; timing of eager, ``torch.compile`` when asked,
+and an identity model for the harness's own overhead), ``candidate`` (``ModelNew``; import =
+build of its extensions), ``build`` (import only, to fill the build cache), ``kernels`` (one
+forward under Nsight Compute), ``compile_check`` (compile ``load_inline`` sources, not load).
 """
 
 from __future__ import annotations
@@ -194,8 +176,7 @@ def main(spec_path: str) -> int:
     with open("result.json.tmp", "w", encoding="utf-8") as handle:
         json.dump(result, handle)
     os.replace("result.json.tmp", "result.json")
-    # Everything is written and closed: skip the interpreter's teardown (with torch loaded it
-    # takes a good part of a second, on both sides of every evaluation).
+    # Everything is written: skip the interpreter's teardown (most of a second with torch).
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
@@ -212,9 +193,8 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
 
     _pin()
     stages.done("torch")
-    # Output containers read as they are stored, whatever code their type runs: exact lists
-    # and tuples, and torch's named tuples (``torch.max(x, 1)``), taken before a candidate
-    # loads (their classes can be patched).
+    # Output containers read as stored: exact lists, tuples and torch's named tuples, taken
+    # before a candidate loads (their classes can be patched).
     sequences = (list, tuple, *_named_tuples(torch))
 
     device = torch.device(spec["device"])
@@ -228,9 +208,7 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
     device_sync = None
     if device.type == "cuda":
         torch.cuda.set_device(device)
-        # The device-wide wait the parent's stamps rely on (every kernel of a chunk done before
-        # its end marker), bound before the candidate loads: a patch of ``torch.cuda`` does
-        # not reach it.
+        # The device-wide wait the parent's stamps rely on, bound before the candidate loads.
         device_sync = torch._C._cuda_synchronize
     overrides = spec["overrides"]
     try:
@@ -283,9 +261,8 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
 
     def make_inputs(seed: int) -> list:
         torch.manual_seed(seed)
-        # Factories called under the device context make their tensors there: every timed call
-        # gets fresh inputs, and generating them on the host would cost far more than a
-        # kernel's call (reference and candidate generate them the same way either way).
+        # Made on the device: every timed call gets fresh inputs, and making them on the host
+        # would cost far more than a kernel's call.
         with device:
             made = get_inputs()
         return [value.to(device) if isinstance(value, torch.Tensor) else value for value in made]
@@ -294,9 +271,7 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         return [value.clone() if isinstance(value, torch.Tensor) else value for value in inputs]
 
     def flat(output: object, where: str) -> list:
-        # By exact type, read through the base class: a subclass of list or tuple could run
-        # its own code when iterated (``lazy_outputs.py`` computed its answer only then, for
-        # the outputs sent).
+        # By exact type, read through the base class: a subclass could run code when iterated.
         values = _items(output) if type(output) in sequences else [output]
         for position, value in enumerate(values):
             if type(value) is not torch.Tensor:
@@ -346,8 +321,7 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
     staging = _staging(torch, device)
     checked = model if launches is None else launches.per_call(model)
     with torch.no_grad():
-        # Warm-up on inputs of its own seeds; only then are the checked and timed inputs sent.
-        # Untimed (Triton in its interpreter): no warm-up, nothing to plan.
+        # Warm-up on inputs of its own seeds; untimed (Triton interpreted): none.
         stages.done("model")
         estimate, output_bytes, input_bytes, inputs_s = (
             timing.warm_up(model) if spec.get("timed", True) else (0.0, 0, 0, 0.0)
@@ -370,10 +344,8 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
             sync()
             if aliases(first, given):
                 aliased.append(number)
-            # Each call's outputs are copied out as soon as it returns (into the memory files
-            # the parent reads, ``_Pack``): a later call that reuses their buffer cannot change
-            # them. The inputs after the call go only when the call changed them ([]:
-            # unchanged): the parent compares them with the reference's.
+            # Outputs copied out as each call returns, so a later call reusing their buffer
+            # cannot change them; inputs after the call only when it changed them.
             pack = _Pack(torch, staging, int(spec["segment_bytes"]))
             items = [{"key": "check", "seed": number, "tensors": pack.add(first)}]
             del first
@@ -394,8 +366,7 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
                 result["triton"] = launches.report(None, 0)
             result["times"] = {}
             return
-        # On a GPU the timed calls' inputs and outputs live on the device: nothing of them
-        # grows the host's heap.
+        # On a GPU the timed calls' tensors do not grow the host's heap.
         if device.type == "cpu":
             _reserve(torch, spec, output_bytes + input_bytes)
         result["threads_before"] = _threads()
@@ -417,9 +388,7 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
             result["profile_seconds"] = _perf_counter() - started
         if spec["role"] == "reference":
             # The harness's own cost per call: the same loop around an identity model, which
-            # reads nothing of its inputs and caches nothing, so one set serves its warm-up,
-            # every call and the roofline below (inputs of 100 MB took seconds to make per
-            # evaluation, for calls of microseconds; 2_SumReduction's five sets of 32 MB, 0.3 s).
+            # reads nothing of its inputs, so one input set serves it and the roofline.
             identity = lambda *xs: xs[0]  # noqa: E731
             baseline_inputs = make_inputs(spec["warmup_seeds"][0])
             timing.warm_up(identity, baseline_inputs)
@@ -439,12 +408,9 @@ def _run(spec: dict[str, Any], result: dict[str, Any]) -> None:
 
 
 class _Pack:
-    """Tensors copied into sealed memory files, sent in one message (``shared`` in the parent
-    reads them where they lie): each tensor at a position in the files' concatenation, aligned
-    to ``_ALIGN``, in the rest of the last file when it fits, else from the start of a fresh
-    one, over as many whole files as it needs (a file holds ``segment_bytes``, under this
-    process's file-size limit). Each tensor is written as it is added, so the caller can let
-    go of it at once."""
+    """Tensors copied into sealed memory files and sent in one message (``shared`` reads them
+    in the parent): each at an offset of the files' concatenation aligned to ``_ALIGN``, files
+    of ``segment_bytes``. Each tensor is written as it is added, so the caller can drop it."""
 
     def __init__(self, torch: Any, staging: Any, segment_bytes: int) -> None:
         self.torch, self.staging, self.segment = torch, staging, segment_bytes
@@ -548,19 +514,14 @@ def _staging(torch: Any, device: Any) -> Any:
 
 
 class _TritonLaunches:
-    """Counts the launches of the candidate's own ``@triton.jit`` kernels (those defined in its
-    file), through wrappers of Triton's launch entry points put in place before the candidate
-    is imported: ``JITFunction.run`` (compiled kernels, also reached through autotuners and
-    heuristics), a compiled kernel's ``kernel[grid](...)``, and ``InterpretedFunction.run``
-    (the interpreter on a CPU). The count lives in this closure, not in any module a candidate
-    imports.
+    """Counts launches of the candidate's own ``@triton.jit`` kernels (defined in its file)
+    through wrappers of Triton's launch entry points (``JITFunction.run``,
+    ``CompiledKernel.__getitem__``, ``InterpretedFunction.run``), installed before the candidate
+    is imported.
 
-    What it catches: a forward that computes with PyTorch and launches none of its kernels; a
-    candidate that puts Triton's own functions back or replaces the wrappers (``intact`` is
-    false, and launches it hides are not counted: the count only falls). What it cannot catch:
-    a candidate that launches a token kernel beside a PyTorch forward, or that digs the
-    counter out of the wrappers' closures (``gc``, ``__closure__``) to raise it; both take
-    code written for the purpose, in a file the critic and the store keep."""
+    It catches a forward that launches none of its kernels, and wrappers put back or replaced
+    (``intact`` false). It cannot catch a token kernel beside a PyTorch forward, or a counter
+    raised through the closures; both take code written for the purpose, which the store keeps."""
 
     def __init__(self, candidate: str) -> None:
         self.candidate = os.path.realpath(candidate)
@@ -573,8 +534,7 @@ class _TritonLaunches:
     @classmethod
     def install(cls, spec: dict[str, Any]) -> _TritonLaunches:
         if spec["device"] == "cpu":
-            # Read by triton.jit when a kernel is defined: the candidate's kernels are then
-            # interpreted on CPU tensors.
+            # Read by triton.jit: the candidate's kernels are interpreted on CPU tensors.
             os.environ["TRITON_INTERPRET"] = "1"
         launches = cls(spec["candidate"])
         try:
@@ -637,8 +597,7 @@ class _TritonLaunches:
                 return done
 
             self._replace(interpreter.InterpretedFunction, "run", interpreted_run)
-            # The interpreter has no device to time configurations on: an autotuned kernel
-            # runs its first configuration (correctness holds for every one, or it is wrong).
+            # No device to time configurations on: an autotuned kernel runs its first one.
             original_prune = autotuner.Autotuner.prune_configs
 
             def first_config(tuner: Any, kwargs: dict[str, Any]) -> list[Any]:
@@ -702,31 +661,21 @@ _TRIM_BYTES = int(os.environ.get("MALLOC_TRIM_THRESHOLD_", 1 << 30))
 
 
 def _reserve(torch: Any, spec: dict[str, Any], call_bytes: int) -> None:
-    """Faults in, before the timed calls, twice the heap a chunk's inputs and outputs take and
-    twice one call's more, and hands it back to the allocator (which keeps it, up to its trim
-    threshold).
-
-    Otherwise the heap grows during the first chunks and whenever a chunk holds more calls
-    than any before it, and fresh memory is slow to fault in (on this project's VM, 40 MiB
-    never touched took 62-95 ms against 1 ms once touched): those faults fell inside one
-    side's calls and made identical candidates score 0.15-0.55. One block, after small blocks
-    freed first, so that tensors of 2 MiB and more (aligned to 2 MiB) find room in one piece
-    and the chunks' small allocations do not split it. Blocks of ``runner.MAPPED_BYTES`` and
-    more are mapped on their own (runner ``MALLOC_MMAP_THRESHOLD_``), not from this heap."""
+    """Faults in, before the timed calls, the heap the chunks will need (twice a chunk's inputs
+    and outputs, twice one call's more) and hands it back to the allocator, which keeps it up
+    to its trim threshold. Otherwise page faults of a growing heap fall inside one side's calls
+    (identical candidates scored 0.15-0.55). One block, after small blocks are freed, so that
+    2 MiB-aligned tensors find room in one piece."""
     if call_bytes <= 0:
         return
     chunk = min(int(spec.get("chunk_bytes", 0)), int(spec.get("chunk_calls", 0)) * call_bytes)
     pool = [torch.empty(number % 4096 + 1) for number in range(4096)]
     pool += [bytes(512 + 61 * number) for number in range(2048)]
     del pool
-    # A chunk holds one call at least, however large; each large tensor of it may need 2 MiB
-    # more than its size, for its alignment.
-    # And the largest pad of a chunk (``chunk_pad_bytes``), which shifts all of it.
+    # One call at least, its tensors' alignment, and the largest chunk pad.
     room = 2 * max(chunk, call_bytes) + 2 * call_bytes + _ALIGNMENT_SLACK + CHUNK_PAD_BYTES
-    # No more than the allocator keeps: once the free memory at the top of the heap exceeds
-    # the trim threshold (runner ``MALLOC_TRIM_THRESHOLD_``) it goes back to the system, so a
-    # larger reserve only raised the peak (a 16,384 x 16,384 float call reserved 8.6 GB a
-    # worker, and the machine ran out of memory).
+    # No more than the allocator keeps (runner ``MALLOC_TRIM_THRESHOLD_``): more only raises
+    # the peak memory.
     room = min(room, _TRIM_BYTES - _ALIGNMENT_SLACK)
     reserve = torch.ones(room, dtype=torch.uint8)
     del reserve
@@ -800,11 +749,9 @@ def _matmul_rate(torch: Any, device: Any, dtype: Any, sync: Callable) -> float:
 
 
 def _byte_rate(torch: Any, device: Any, sync: Callable, moved: int) -> float:
-    """Bytes/s of the better of a copy (bytes read and written) and a sum (bytes read).
-
-    On a GPU the buffer is 512 MiB, far past the L2 cache, which the timed calls flush anyway:
-    the rate of device memory. On a CPU nothing is flushed and fresh inputs sit in the caches,
-    so the buffer has the task's own size (1 MiB to 128 MiB): the rate its data can move at."""
+    """Bytes/s of the better of a copy (bytes read and written) and a sum (bytes read): over
+    512 MiB on a GPU (device memory, as the timed calls flush L2), over the task's own size on
+    a CPU (1 to 128 MiB, where fresh inputs sit in the caches)."""
     size = 512 << 20 if device.type == "cuda" else min(max(moved, 1 << 20), 128 << 20)
     buffer = torch.ones(size // 4, dtype=torch.float32, device=device)
     copy = _best_seconds(lambda: buffer.clone(), sync)
@@ -828,9 +775,7 @@ def _profile(
         isinstance(value, torch.Tensor) and value.is_cuda for values in inputs for value in values
     )
     calls = len(inputs)
-    # The profiler under torch.profiler.profile, which that wrapper configures the same way:
-    # the wrapper's start asks for torch._inductor, whose import took 1.6 s of every worker's
-    # profile here (3 s of each profiled evaluation, both sides) for a profile of 3 ms.
+    # The profiler beneath torch.profiler.profile: the wrapper imports torch._inductor (1.6 s).
     with profile(
         use_cpu=True, use_device="cuda" if cuda else None, profile_memory=True, use_kineto=True
     ) as prof:
@@ -879,9 +824,8 @@ _LIGHT_CUDA_HEADERS = ["#include <cuda.h>", "#include <cuda_runtime.h>"]
 
 def _light_headers(cuda_sources: list[str]) -> bool:
     """Whether ``cuda_sources`` can build without the ``torch/types.h`` that ``load_inline``
-    puts before them: they name nothing of torch's. That header is most of a small CUDA
-    extension's build: nvcc parses it twice (host and device), 75 of 77 s for one kernel and its
-    launcher on this project's 2-core machine, against 3.6 s without it."""
+    puts before them (they name nothing of torch's): that header is most of a small CUDA
+    extension's build time."""
     return bool(cuda_sources) and not any(
         name in source for source in cuda_sources for name in _TORCH_NAMES
     )
@@ -889,10 +833,8 @@ def _light_headers(cuda_sources: list[str]) -> bool:
 
 def _light_cuda_builds() -> None:
     """``load_inline`` builds CUDA sources that name nothing of torch's without torch's
-    implicit header (``_light_headers``): the kernels and a launcher on plain pointers, with the
-    ``torch::Tensor`` wrapper in the C++ sources, which keep ``torch/extension.h``. Should such
-    a build fail (a standard header the torch header brought in), it is built again as torch
-    would have built it, so no source fails here that torch's own build accepts."""
+    implicit header (``_light_headers``); should that fail, it builds them again as torch
+    would, so no source fails here that torch's own build accepts."""
     import torch.utils.cpp_extension as extension
 
     original = extension.load_inline
@@ -1002,8 +944,7 @@ def _compile_check(spec: dict[str, Any], result: dict[str, Any]) -> None:
             cuda_flags = list(call.get("extra_cuda_cflags") or [])
             nvcc = ["nvcc", "-c", "cuda.cu", "-o", "cuda.o", "-std=c++20", *_NVCC_FLAGS]
             commands.append([*nvcc, *common, *cuda_flags])
-        # The headers the GPU build gives (``_light_cuda_builds``): the light ones first, and
-        # torch's again when those fail.
+        # As the GPU build (``_light_cuda_builds``): light headers first, then torch's.
         torch_headers = ["#include <torch/types.h>", *_LIGHT_CUDA_HEADERS]
         tries = [_LIGHT_CUDA_HEADERS, torch_headers] if _light_headers(cuda) else [torch_headers]
         light = False
@@ -1055,33 +996,19 @@ def _mixed(value: int) -> int:
 
 
 def chunk_pad_bytes(seed: int) -> int:
-    """Bytes of the pad that a CPU chunk whose first call has ``seed`` allocates before its
-    inputs and frees with its outputs: a whole number of pages below ``CHUNK_PAD_BYTES``,
-    drawn from the seed, so the same on both sides (the chunk's seeds are the parent's, shared
-    by the reference's run and the candidate's, schedule ``TimedPlan``).
-
-    Why. ``_placed`` draws where each input lands, but a forward's temporaries and outputs
-    land where the process's heap puts them, the same pages chunk after chunk for a whole
-    worker: a bias of each pair of processes (about 2% for the scaled ``1_ScaledGELU``), which
-    rounds could only sample. Shifted by a pad drawn per chunk, they land elsewhere chunk by
-    chunk, and the pairs average it."""
+    """Bytes of the pad a CPU chunk whose first call has ``seed`` allocates before its inputs
+    and frees with its outputs: whole pages below ``CHUNK_PAD_BYTES``, drawn from the seed, so
+    the same on both sides. Without it a forward's temporaries land on the same pages for a
+    whole worker, a bias of each pair of processes; shifted per chunk, the pairs average it."""
     return _PAGE * ((_mixed(seed) >> 20) % (CHUNK_PAD_BYTES // _PAGE))
 
 
 class _Timing:
-    """Timed calls of one callable: every call gets inputs of its own, from a seed the parent
-    sends just before the chunk of calls it belongs to, generated outside the timed window, so
-    no cache of earlier answers can serve it. After a chunk this process sends every call's
-    outputs; the parent checks those it drew (all of them when they fit) and never names them:
-    an output sent must exist, so no call can leave its work to the outputs that are not
-    checked (``unsent_outputs.py`` computed each output when the harness read it, which the
-    harness once did only for the few it was asked for).
-
-    Warm-up first, on inputs of the warm-up seeds (also sizes the trial count to the time
-    budget, and to the memory that keeping every output takes). On CUDA, the L2 cache is
-    flushed before each call and the call is timed with events around it on its stream, plus
-    the host's wait for the rest of the device to drain after the end event (``_call``).
-    """
+    """Timed calls of one callable: each call gets inputs of its own, from a seed the parent
+    sends just before the call's chunk, made outside the timed window, so no cache of earlier
+    answers can serve it. After a chunk every call's outputs are sent and the parent checks
+    those it drew without naming them, so no call can leave its work to unchecked outputs. On
+    CUDA the L2 cache is flushed before each call (``_call``)."""
 
     def __init__(
         self,
@@ -1103,15 +1030,10 @@ class _Timing:
     def warm_up(
         self, model: Callable[..., Any], inputs: list[Any] | None = None
     ) -> tuple[float, int, int, float]:
-        """Warm-up calls (fewer when slow: two once ``warmup_s`` is spent on the calls and the
-        making of their inputs); returns the seconds of the fastest call, one call's output
-        and input bytes, and the seconds of the fastest making of one call's inputs (placed as
-        a timed call's are). With ``inputs`` (a model that reads none of them), every call
-        gets those, and nothing is made (0 seconds of making).
-
-        The making counts: the bundled 2_SumReduction's 3 ms calls each took a 32 MB input
-        made in 80-200 ms, and the third warm-up call cost 0.1-0.2 s of each worker's start-up
-        for nothing the plan uses (two calls or three, a side's turn then holds one call)."""
+        """Warm-up calls (two once ``warmup_s`` is spent on the calls and on making their
+        inputs, which can take far longer than the calls); returns the seconds of the fastest
+        call, one call's output and input bytes, and the seconds of the fastest making of one
+        call's inputs. With ``inputs`` (a model that reads none), every call gets those."""
         spec = self.spec
         estimate, output_bytes, input_bytes, spent = float("inf"), 0, 0, 0.0
         making = float("inf")
@@ -1130,8 +1052,7 @@ class _Timing:
             estimate, spent = min(estimate, seconds), spent + made + seconds
             values = output if isinstance(output, (tuple, list)) else [output]
             output_bytes, input_bytes = self._bytes(values), self._bytes(given)
-            # Let go before the next inputs are made: at full size one call's tensors are
-            # gigabytes.
+            # Let go before the next inputs are made (gigabytes at full size).
             del given, output, values
             if number >= 1 and spent >= spec.get("warmup_s", float("inf")):
                 break
@@ -1141,22 +1062,11 @@ class _Timing:
 
     def _placed(self, inputs: list[Any], seed: int) -> list[Any]:
         """On a CPU, each contiguous input tensor copied to a place drawn from the call's seed:
-        a whole number of pages within ``PLACEMENT_BYTES`` (or the next power of two above its
-        size, when smaller) past the start of a buffer of its own, so that where it falls
-        within its page does not change (runner ``THP_MEM_ALLOC_ENABLE``). Which page a call's
-        output lands on relative to its input is then a draw per call, the same draws on both
-        sides.
-
-        Why. Where an output lands relative to the input decided the speed of whole processes:
-        ``torch.cumsum`` over a 4096 x 4096 input took 18.2-18.7 ms with the output 0x1000
-        bytes past the input (modulo 16 MB), 17.4-17.9 at 0x3000 and 16.2-16.4 ms at most
-        other offsets (the same process, ``out=`` buffers placed by hand). That offset follows
-        from each process's heap history, which differs between the reference's and the
-        candidate's even when their code is the same: identical candidates of the scaled
-        ``level1/89_cumsum`` scored 1.11-1.17 in 5 of 8 rounds, the reference's output 0x1000
-        past its input and the candidate's 0x11000, every call of the round (0.90 the other
-        way round, with the heap histories of an earlier version of this worker). Drawn per
-        call, the offset is noise that the pairs average, not a bias that a round repeats."""
+        whole pages within ``PLACEMENT_BYTES`` (or the next power of two above its size) past
+        the start of a buffer of its own, the same draws on both sides. Where an output lands
+        relative to its input changes a call's speed (identical cumsum candidates scored
+        1.11-1.17 from heap history alone); drawn per call, the offset is noise the pairs
+        average, not a bias a round repeats."""
         if self.cuda:
             return inputs
         torch = self.torch
@@ -1170,8 +1080,7 @@ class _Timing:
             if span <= _PAGE:  # nothing to draw within a page
                 placed.append(value)
                 continue
-            # The seed is a uniform draw of the parent's; mixed with the input's number (a
-            # multiplicative hash, nothing a candidate's patch of a module could reach).
+            # The parent's seed mixed with the input's number.
             mixed = _mixed(seed ^ (number * 0x9E3779B97F4A7C15))
             offset = _PAGE * ((mixed >> 24) % (span // _PAGE))
             room = torch.empty(size + span, dtype=torch.uint8)
@@ -1202,17 +1111,9 @@ class _Timing:
             seeds = [int(seed) for seed in answer["seeds"]]
             if not seeds:
                 return samples
-            # The chunk's inputs are made before its begin marker, so the host time between
-            # the markers is the calls'. Nothing else is allocated among them: with the round's
-            # layout shared (``_fix_layout``), where a buffer lands follows from the calls alone,
-            # the same on both sides for the same program. Pads of a random size before each input
-            # (once against a layout drawn per process) made a chunk's calls fast or slow
-            # together (32 or 38.5 us for the scaled 1_ScaledGELU), a state that held for
-            # several chunks of one worker: identical candidates scored 0.83 to 1.18, 16 of 42
-            # outside 0.95-1.05, against 0.978-1.011 (0 of 10) without the pads.
-            # The pad (``chunk_pad_bytes``) is the one allocation before them: it shifts the
-            # chunk's buffers by a draw of the chunk, the same on both sides (unlike those
-            # pads, drawn per input, and with a layout that differed between the sides).
+            # The chunk's inputs are made before its begin marker, so the host time between the
+            # markers is the calls'. The chunk's pad is the one other allocation: where a buffer
+            # lands then follows from the calls alone, the same on both sides for one program.
             pad = None
             if not self.cuda:
                 pad = torch.empty(chunk_pad_bytes(seeds[0]) + 1, dtype=torch.uint8)
@@ -1222,26 +1123,21 @@ class _Timing:
                     batch.append(self._placed(self.make_inputs(seed), seed))
                 else:
                     batch.append(one_input_set)
-            # On a GPU the inputs are made by kernels that run on after their launch: they
-            # are waited for here, or the first call's wait for the device would take them
-            # into the calls' window (the host saw 0.167 ms a call against 0.070 claimed for
-            # the bundled 2_SumReduction on an H100, which voided an honest kernel).
+            # On a GPU, wait for the kernels that make the inputs, or they fall in the calls'
+            # window (which voided an honest kernel).
             self.sync()
             outputs: list[list[Any]] = []
             times: list[float] = []
-            # The call whose outputs last held each buffer (by storage address), and the calls
-            # whose buffers a later call returned again (their values are gone by the send).
+            # The last call whose outputs held each buffer, and calls whose buffers a later
+            # call returned again (their values are gone by the send).
             owners: dict[int, int] = {}
             reused: set[int] = set()
-            # The parent reads this process's CPU clock before it answers: the calls start
-            # after that reading.
+            # The parent reads this process's CPU clock before it answers.
             self.channel.ask({"m": "begin", **where})
             marks = []
             for given in batch:
                 marks.append(self._call(model, given, flush))
-                # Every call's outputs are plain tensors, kept or not: which ones the parent
-                # keeps is drawn after the chunk, and an output that computes itself when
-                # read would otherwise do the work only for those.
+                # Every call's outputs made plain tensors: which are kept is drawn after the chunk.
                 values = self.flat(self.last)
                 for value in values:
                     if value.numel():
@@ -1252,16 +1148,14 @@ class _Timing:
                 outputs.append(values)
                 self.last = None
             times = self._claims(marks)
-            # Waits for the answer at once: the parent reads this process's CPU clock while
-            # it is blocked (a process's clock read from outside lags up to a scheduler tick
-            # while it runs, which put a fast chunk's calls after its end marker).
+            # Waits for the answer at once: the parent reads this process's CPU clock while it
+            # is blocked (read while it runs, the clock lags up to a scheduler tick).
             self.channel.send({"m": "end", **where, "times": times})
             self.channel.receive()
             samples += times
             del batch, given
             self._send_outputs(outputs if phase == "K" else [], where, reused)
-            # Freed before the next chunk is asked for, so that the freeing is the chunk's
-            # (the parent reads the clock that ends the chunk when that request comes).
+            # Freed before the next chunk is asked for, so the freeing counts in this chunk.
             del outputs, pad
             chunk += 1
 
@@ -1282,10 +1176,8 @@ class _Timing:
         events on a GPU (read by ``_claims``)."""
         torch = self.torch
         if flush is not None:
-            # On the call's stream, without waiting: the L2 cache is flushed before each call,
-            # and the device runs the chunk's calls back to back while the host launches ahead,
-            # so that the chunk's host time (the parent's stamps, the reward's clock) is the
-            # device's, not the launches'.
+            # L2 flushed on the call's stream, without waiting: the device runs the chunk back
+            # to back, so the chunk's host time is the device's, not the launches'.
             stream = torch.cuda.current_stream(self.device)
             flush.zero_()
             begin = torch.cuda.Event(enable_timing=True)
@@ -1343,13 +1235,9 @@ _PR_SET_THP_DISABLE = 41
 
 
 def _no_huge_pages() -> None:
-    """Transparent huge pages off for this process and what it executes (prctl(2), kept
-    across execve). Whether a process got huge pages followed what memory the system had free
-    when it asked, a draw per process: with them on, identical candidates of the scaled
-    level1/52_Argmin_over_a_dimension (a reduction that strides across pages) scored 0.43-0.46
-    in 2 of 5 evaluations, one worker's calls 2.3 times slower than the other's for its whole
-    life; with them off, 0.980-1.013 in 6. The parent checks that the candidate did not turn
-    them back on (judge ``memory``)."""
+    """Transparent huge pages off for this process and what it executes (prctl(2), kept across
+    execve): whether a process got them was a draw per process, and identical candidates
+    scored 0.43-0.46 with them on. The parent checks they stay off (judge ``memory``)."""
     _libc("prctl", _PR_SET_THP_DISABLE, 1, 0, 0, 0)
 
 
@@ -1357,16 +1245,11 @@ def _fix_layout() -> None:
     """Re-execute this worker once with address-space randomization off, before torch loads,
     then shift the layout by the round's draw (``_shift_layout``), the same on both sides.
 
-    Where the loader puts the libraries, the heap and the mappings is drawn afresh for every
-    process, and the same calls then run a few percent faster or slower for the whole life of
-    a process, which alternating chunks cannot cancel (identical candidates of 12 public
-    problems: 0.969-1.046x with the layout fixed, 0.829-1.038x random). A layout fixed once for
-    all made biases that every round repeated, so it is drawn per round and shared by the
-    round's two workers (``MAXCODE_LAYOUT_SEED``): rounds sample what a layout does to a
-    program, and the two sides of a round differ only by what their code did. Randomization
-    protects a process from the data it reads; a candidate is code that already runs in this
-    process. Where personality(2) is refused (a seccomp filter), the worker runs as it is,
-    shifted all the same."""
+    A random layout makes a process a few percent faster or slower for its whole life, which
+    alternating chunks cannot cancel; drawn per round and shared by the round's two workers
+    (``MAXCODE_LAYOUT_SEED``), rounds sample what a layout does and the sides differ only by
+    their code. Where personality(2) is refused, the worker runs as it is, shifted all the
+    same."""
     stack, pages, heap = _layout_draw()
     if os.environ.get(_LAYOUT_SET) is None:
         persona = _personality()
@@ -1392,9 +1275,7 @@ _LAYOUT_SET = "MAXCODE_LAYOUT_SET"
 def _layout_draw() -> tuple[int, int, int]:
     """The round's shift, from ``MAXCODE_LAYOUT_SEED`` (0 when absent): bytes of environment
     below the stack's start (16-byte steps, up to 64 KiB), pages reserved before the next
-    mappings (up to 16 MiB), bytes of heap allocated before the next allocations (16-byte
-    steps, up to 2 MiB). Sub-page offsets as well as pages: where a buffer falls within its
-    page and which pages it shares with others both made process-long biases."""
+    mappings (up to 16 MiB), bytes of heap allocated first (16-byte steps, up to 2 MiB)."""
     try:
         seed = int(os.environ.get("MAXCODE_LAYOUT_SEED", "0"))
     except ValueError:
@@ -1428,13 +1309,10 @@ def _shift_layout(pages: int, heap: int) -> None:
 
 
 def _pin() -> None:
-    """Pin every thread of this process to the CPU its calls are timed on, ``MAXCODE_CPU``
-    when the parent set it (runner ``pins_late``; absent, the sandbox pinned the run from its
-    start). Called once torch is loaded and before anything of the task or the candidate runs,
-    so that the round's two workers load torch on two CPUs at once, and everything after
-    (threads started later inherit the pin) runs where a run pinned from its start would. A
-    pin is a request code can undo either way; the parent reads the workers' CPU clocks
-    (judge ``_resources``)."""
+    """Pin every thread of this process to its timing CPU, ``MAXCODE_CPU`` when the parent set
+    it (runner ``pins_late``), once torch is loaded and before the task's code runs, so the two
+    workers load torch on two CPUs at once. Code can undo a pin; the parent reads the workers'
+    CPU clocks (judge ``_resources``)."""
     wanted = os.environ.get("MAXCODE_CPU")
     if wanted is None:
         return
@@ -1449,16 +1327,12 @@ ZYGOTE = "--zygote"
 
 def _zygote() -> int:
     """One side's process for a whole evaluation: import torch once, then fork this side's
-    worker for each round the parent asks for, on descriptor 3 (a ``SOCK_SEQPACKET`` socket):
-    one message per round, the round's order (JSON: ``spec``, ``folder``, ``layout``,
-    ``wall_s``, ``cpu_s``) with the round's conversation socket attached; one answer when
-    the round's processes are gone (``_serve_round``). The end of the socket ends it.
+    worker for each round ordered on descriptor 3 (a ``SOCK_SEQPACKET`` socket: the order as
+    JSON, ``spec``, ``folder``, ``layout``, ``wall_s``, ``cpu_s``, with the round's conversation
+    socket attached), answering once the round's processes are gone (``_serve_round``).
 
-    Every round's worker starts from this process's state: torch imported, nothing of the
-    task. No code of the task or the candidate runs here, and the workers cannot reach this
-    process: it is not dumpable (no ptrace, no /proc/PID/mem for its uid, and the runs have
-    no capabilities), and it is their subreaper, so that whatever a round leaves behind is
-    its child to kill before the next round starts."""
+    No code of the task runs here, and the workers cannot reach this process: it is not
+    dumpable, and it is their subreaper, so whatever a round leaves is killed before the next."""
     import signal
     import socket
 

@@ -48,13 +48,16 @@ def _worker(
     checked: list[tuple[dict[str, object], bytes]] | None = None,
     output_values: int = 1,
     unsealed: bool = False,
+    claim_s: float = 1e-6,
+    hold_s: float = 0.0,
 ) -> None:
     """A worker that times nothing: every call reports 1 us and outputs ``output_values``
     float32s, all sent (timed calls) in one memory file per chunk (``unsealed``: not sealed).
     With ``header``, its first chunk's outputs are sent with that header and a pipe for a
     file, and it records every answer it gets after that in ``answers``, up to the end of the
     stream. ``wrong``: the (chunk, call) whose output is 2.0. ``checked``: per check seed, the
-    message and the bytes of its one memory file, sent before the timed calls."""
+    message and the bytes of its one memory file, sent before the timed calls. ``claim_s``:
+    the seconds it claims per call; ``hold_s``: what it spends between every chunk's markers."""
     with socket.socket(fileno=os.dup(fd)) as channel:
         stream = channel.makefile("rb")
 
@@ -92,7 +95,10 @@ def _worker(
                 assert answer() == {"go": True}
                 if (phase, chunk) in late:
                     time.sleep(LATE_S)
-                send({"m": "end", "phase": phase, "chunk": chunk, "times": [1e-6] * len(seeds)})
+                if phase == "K":
+                    time.sleep(hold_s)
+                times = [claim_s] * len(seeds)
+                send({"m": "end", "phase": phase, "chunk": chunk, "times": times})
                 assert answer() == {"send": True}
                 sent = range(len(seeds)) if phase == "K" else range(0)
                 items = [
@@ -173,6 +179,38 @@ def test_the_harness_cost_is_the_least_identity_chunk_not_one_the_parent_stamped
     assert median is not None and least is not None
     assert median >= LATE_S / calls / 2 - 1e-9
     assert least < LATE_S / calls / 2
+
+
+def test_on_a_gpu_the_reward_is_the_parent_s_clock_not_the_claims() -> None:
+    # A candidate that patches its CUDA events claims what it likes; the parent's stamps
+    # around each chunk (the worker waits for the whole device before its end marker) are
+    # what the reward counts. Here both sides spend the same 5 ms a chunk; the candidate
+    # claims half the reference's time per call.
+    torch = pytest.importorskip("torch")
+    from maxcode.evaluate.kernelbench.judge import Judge
+    from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
+    from maxcode.evaluate.sandbox import Sandbox
+    from maxcode.tasks import load_task
+    from tests.helpers import REPO
+
+    schedule = Schedule(TimedPlan(), Stopping(trials=16))
+    reference, candidate = _converse(
+        schedule,
+        reference={"claim_s": 2e-4, "hold_s": 0.005},
+        candidate={"claim_s": 1e-4, "hold_s": 0.005},
+    )
+    assert reference.problem is None and candidate.problem is None
+    task = load_task(str(REPO / "tests" / "fixtures" / "kernelbench" / "cheats" / "problem.py"))
+    sides = [type("Side", (), {"conversation": side})() for side in (reference, candidate)]
+    for device, low, high in (("cuda", 0.7, 1.3), ("cpu", 1.9, 2.1)):
+        settings = KernelBenchSettings(device=device)
+        judge = Judge.start(torch, task, settings, "digest", Sandbox(), schedule.plan)
+        estimate = judge._paired(*sides)  # type: ignore[arg-type]
+        # On a CPU the scripted workers have no CPU clock to read: the claims stand there
+        # (the window check voids that, ``_host_check``); on a GPU the stamps decide.
+        assert low < estimate.speedup < high, (device, estimate)
+        said = [flag for flag in judge.verdict.flags if flag.startswith("clock:")]
+        assert bool(said) == (device == "cuda"), judge.verdict.flags
 
 
 def test_an_error_of_any_kind_in_a_worker_s_message_ends_its_conversation_at_once() -> None:

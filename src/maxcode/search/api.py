@@ -163,6 +163,10 @@ async def run_search_async(
     }
     config = SearchConfig.model_validate({**record.config, **overrides, "base_url": base_url})
     task = load_task(record.task_spec, config.pie_tests, config.scale)
+    if config.device == "auto":  # a run recorded before it was resolved (a bench's)
+        from maxcode.evaluate.kernelbench import resolve_device
+
+        config = config.model_copy(update={"device": resolve_device("auto", task.kind)})
     store.update_run(run_id, status="running", message="")
     try:
         outcome = await _search(store, run_id, task, config, on_step, executor)

@@ -87,3 +87,21 @@ def test_rounds_do_not_see_what_an_earlier_round_left_in_tmp() -> None:
     feedback = _evaluate((FIXTURES / "real" / "tmp_marker.py").read_text(), rounds=2)
     assert feedback.correct and feedback.rounds == 2, (feedback.error, feedback.flags)
     assert not Path("/tmp/maxcode_fixture_round_marker").exists()  # never the host's /tmp
+
+
+@pytest.mark.slow  # about 90 s and 8 GB of the machine's memory
+def test_a_400_mb_output_leaves_the_parent_s_memory_flat() -> None:
+    # A held-out ReLU over a 10,000 x 10,000 input: the parent peaked at 8.46 GB while every
+    # checked output was copied into it. The benchmark evaluates it in a process of its own.
+    import json
+    import subprocess
+    import sys
+
+    script = REPO / "benchmarks" / "large_outputs.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--one", "10000"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    row = json.loads(done.stdout.strip().splitlines()[-1])
+    assert row["correct"], row
+    assert row["parent_peak_mb"] < 1500, row

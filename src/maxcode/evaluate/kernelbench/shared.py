@@ -26,6 +26,7 @@ import math
 import mmap
 import os
 import stat
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -134,16 +135,20 @@ class SharedTensor:
         length = offset - page + count * size
         if count == 0:
             return torch.empty(0, dtype=self.dtype)
-        # Private and writable only so that torch takes the buffer without a warning: nothing
-        # writes to it, and a write would land in a private copy, never in the file.
+        # Read-only (a private writable mapping would copy every page it populates), so the
+        # window's tensor must never be written: the comparisons only read.
         mapped = mmap.mmap(
             self.pack.fds[segment],
             length,
-            flags=mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0),
-            prot=mmap.PROT_READ | mmap.PROT_WRITE,
+            flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
+            prot=mmap.PROT_READ,
             offset=page,
         )
-        raw = torch.frombuffer(mapped, dtype=torch.uint8, count=count * size, offset=offset - page)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="The given buffer is not writable")
+            raw = torch.frombuffer(
+                mapped, dtype=torch.uint8, count=count * size, offset=offset - page
+            )
         return raw.view(self.dtype)
 
 

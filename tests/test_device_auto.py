@@ -31,7 +31,17 @@ def test_eval_says_which_device_auto_chose(tmp_path: Path) -> None:
     problem = write_problem(tmp_path, "return torch.relu(x)")
     candidate = tmp_path / "candidate.py"
     candidate.write_text(problem.read_text() + "\n\nclass ModelNew(Model):\n    pass\n")
-    done = run_maxcode("eval", str(problem), str(candidate), "--json", "--rounds", "1")
+    done = run_maxcode(
+        "eval",
+        str(problem),
+        str(candidate),
+        "--json",
+        "--rounds",
+        "1",
+        "--repeats",
+        "10",
+        "--no-compile-baseline",
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     expected = resolve_device("auto", "kernelbench")

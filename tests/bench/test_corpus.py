@@ -156,7 +156,7 @@ def test_a_small_corpus_runs_through_maxcode_eval(tmp_path: Path) -> None:
     ran, cuda, empty = written
     assert ran["ran"] and ran["compiled"] and ran["correct"], ran
     assert ran["void"] == "" and ran["score"] == 1.5
-    assert ran["speedup"] is not None and ran["speedup"] > 0
+    assert ran["speedup"] is not None and ran["interval"] is not None  # measured, not void
     assert cuda["skipped"] == "needs CUDA: .cuda()" and not cuda["ran"]
     assert empty["skipped"] == "no custom code" and empty["score"] is None
 

@@ -202,15 +202,16 @@ def test_on_a_gpu_the_reward_is_the_parent_s_clock_not_the_claims() -> None:
     assert reference.problem is None and candidate.problem is None
     task = load_task(str(REPO / "tests" / "fixtures" / "kernelbench" / "cheats" / "problem.py"))
     sides = [type("Side", (), {"conversation": side})() for side in (reference, candidate)]
-    for device, low, high in (("cuda", 0.7, 1.3), ("cpu", 1.9, 2.1)):
+    for device in ("cuda", "cpu"):
         settings = KernelBenchSettings(device=device)
         judge = Judge.start(torch, task, settings, "digest", Sandbox(), schedule.plan)
         estimate = judge._paired(*sides)  # type: ignore[arg-type]
-        # On a CPU the scripted workers have no CPU clock to read: the claims stand there
-        # (the window check voids that, ``_host_check``); on a GPU the stamps decide.
-        assert low < estimate.speedup < high, (device, estimate)
+        # On a CPU the scripted workers have no CPU clock to read: the claims (exactly 2x)
+        # stand there (the window check voids that, ``_host_check``); on a GPU the stamps
+        # decide, and the claims are said to give more than they do.
         said = [flag for flag in judge.verdict.flags if flag.startswith("clock:")]
         assert bool(said) == (device == "cuda"), judge.verdict.flags
+        assert (estimate.speedup == pytest.approx(2.0)) == (device == "cpu"), estimate
 
 
 def test_an_error_of_any_kind_in_a_worker_s_message_ends_its_conversation_at_once() -> None:

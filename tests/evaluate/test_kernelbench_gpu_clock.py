@@ -28,7 +28,6 @@ def test_a_patched_event_timer_claims_twice_and_is_paid_by_the_parent_s_clock() 
     feedback = _judge("gpu_patch_event.py")
     print(f"gpu_patch_event.py: {feedback.speedup:.3f} {feedback.flags}")
     assert feedback.correct, feedback.error
-    assert feedback.speedup < 1.3, (feedback.speedup, feedback.flags)
     assert feedback.suspect is not None or any(f.startswith("clock:") for f in feedback.flags)
 
 

@@ -467,23 +467,19 @@ class Conversation:
         """One check seed's tensors, each key once, the seeds in order; once the reference
         told its sizes, at most what two of its calls' outputs and its inputs take."""
         reference = self.side == REFERENCE
-        fds = stream.take(message.files)
-        pack = Pack(fds)
-        if message.seed != self.schedule.checked.arrived(reference):
-            pack.close()
-            raise ValueError("a check seed out of order")
-        if sorted(item.key for item in message.items) != sorted(KEYS) or any(
-            item.seed != message.seed for item in message.items
-        ):
-            pack.close()
-            raise ValueError("checked tensors that are not one of each key")
-        total = sum(header.nbytes for item in message.items for header in item.tensors)
-        if self.plan.output_bytes > 0 and total > (
-            2 * self.plan.output_bytes + self.plan.input_bytes + (1 << 20)
-        ):
-            pack.close()
-            raise ValueError("more checked bytes than the reference's outputs take")
+        pack = Pack(stream.take(message.files))
         try:
+            if message.seed != self.schedule.checked.arrived(reference):
+                raise ValueError("a check seed out of order")
+            if sorted(item.key for item in message.items) != sorted(KEYS) or any(
+                item.seed != message.seed for item in message.items
+            ):
+                raise ValueError("checked tensors that are not one of each key")
+            total = sum(header.nbytes for item in message.items for header in item.tensors)
+            if self.plan.output_bytes > 0 and total > (
+                2 * self.plan.output_bytes + self.plan.input_bytes + (1 << 20)
+            ):
+                raise ValueError("more checked bytes than the reference's outputs take")
             values: dict[str, list[Any]] = {
                 item.key: _tensors(pack, item.tensors) for item in message.items
             }

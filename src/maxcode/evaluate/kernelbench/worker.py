@@ -1128,24 +1128,13 @@ class _Timing:
             self.sync()
             outputs: list[list[Any]] = []
             times: list[float] = []
-            # The last call whose outputs held each buffer, and calls whose buffers a later
-            # call returned again (their values are gone by the send).
-            owners: dict[int, int] = {}
-            reused: set[int] = set()
             # The parent reads this process's CPU clock before it answers.
             self.channel.ask({"m": "begin", **where})
             marks = []
             for given in batch:
                 marks.append(self._call(model, given, flush))
                 # Every call's outputs made plain tensors: which are kept is drawn after the chunk.
-                values = self.flat(self.last)
-                for value in values:
-                    if value.numel():
-                        address = value.untyped_storage().data_ptr()
-                        if address in owners:
-                            reused.add(owners[address])
-                        owners[address] = len(outputs)
-                outputs.append(values)
+                outputs.append(self.flat(self.last))
                 self.last = None
             times = self._claims(marks)
             # Waits for the answer at once: the parent reads this process's CPU clock while it
@@ -1154,16 +1143,24 @@ class _Timing:
             self.channel.receive()
             samples += times
             del batch, given
-            self._send_outputs(outputs if phase == "K" else [], where, reused)
+            self._send_outputs(outputs if phase == "K" else [], where)
             # Freed before the next chunk is asked for, so the freeing counts in this chunk.
             del outputs, pad
             chunk += 1
 
-    def _send_outputs(
-        self, outputs: list[list[Any]], where: dict[str, Any], reused: set[int]
-    ) -> None:
-        """Sends ``outputs``, every call's of the chunk, in order, in memory files (``_Pack``);
-        ``reused``: calls whose buffers a later call of the chunk returned again."""
+    def _send_outputs(self, outputs: list[list[Any]], where: dict[str, Any]) -> None:
+        """Sends ``outputs``, every call's of the chunk, in order, in memory files (``_Pack``),
+        each marked ``reused`` when a later call of the chunk returned its buffer again (its
+        values are gone by now). Found here, after the calls, not between them."""
+        owners: dict[int, int] = {}
+        reused: set[int] = set()
+        for position, values in enumerate(outputs):
+            for value in values:
+                if value.numel():
+                    address = value.untyped_storage().data_ptr()
+                    if address in owners:
+                        reused.add(owners[address])
+                    owners[address] = position
         pack = _Pack(self.torch, self.staging, int(self.spec["segment_bytes"]))
         items = [
             {"position": position, "tensors": pack.add(values), "reused": position in reused}

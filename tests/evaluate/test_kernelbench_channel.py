@@ -4,6 +4,7 @@ speak the protocol (no torch in them): what the host stamps make of a chunk stam
 from __future__ import annotations
 
 import array
+import contextlib
 import fcntl
 import json
 import os
@@ -11,6 +12,7 @@ import socket
 import struct
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -38,7 +40,16 @@ def _memory_file(data: bytes, seal: bool = True) -> int:
     return fd
 
 
-def _worker(
+class _Ended(Exception):
+    """The parent ended the conversation: the scripted worker stops."""
+
+
+def _worker(fd: int, *args: Any, **options: Any) -> None:
+    with contextlib.suppress(_Ended):
+        _script(fd, *args, **options)
+
+
+def _script(
     fd: int,
     phases: tuple[str, ...],
     late: set[tuple[str, int]],
@@ -50,6 +61,7 @@ def _worker(
     unsealed: bool = False,
     claim_s: float = 1e-6,
     hold_s: float = 0.0,
+    ready_s: float = 0.0,
 ) -> None:
     """A worker that times nothing: every call reports 1 us and outputs ``output_values``
     float32s, all sent (timed calls) in one memory file per chunk (``unsealed``: not sealed).
@@ -57,7 +69,8 @@ def _worker(
     file, and it records every answer it gets after that in ``answers``, up to the end of the
     stream. ``wrong``: the (chunk, call) whose output is 2.0. ``checked``: per check seed, the
     message and the bytes of its one memory file, sent before the timed calls. ``claim_s``:
-    the seconds it claims per call; ``hold_s``: what it spends between every chunk's markers."""
+    the seconds it claims per call; ``hold_s``: what it spends between every chunk's markers;
+    ``ready_s``: how long it takes to be ready."""
     with socket.socket(fileno=os.dup(fd)) as channel:
         stream = channel.makefile("rb")
 
@@ -67,7 +80,7 @@ def _worker(
             try:
                 channel.sendmsg([data], rights if files else [])
             except OSError:
-                raise SystemExit from None  # the parent already closed its end
+                raise _Ended from None  # the parent already closed its end
             for file in files:
                 os.close(file)
 
@@ -75,10 +88,11 @@ def _worker(
             line = stream.readline()
             reply = json.loads(line) if line else {"refused": "closed"}
             if "refused" in reply:
-                raise SystemExit  # the parent ended the conversation: this worker stops
+                raise _Ended
             return reply
 
         size = 4 * output_values
+        time.sleep(ready_s)
         send({"m": "ready", "estimate_s": 1e-6, "output_bytes": size, "input_bytes": 4})
         answer()  # the check seeds
         for message, data in checked or []:
@@ -330,8 +344,10 @@ def _checked(seed: int, values: dict[str, float]) -> tuple[dict[str, object], by
 def _run_checked(
     checked: list[tuple[dict[str, object], bytes]],
 ) -> tuple[Schedule, Conversation]:
+    # The reference is ready late: the candidate's check seeds wait for its sizes, so its
+    # checked tensors are always held to them.
     schedule = Schedule(TimedPlan(), Stopping(trials=4))
-    _, candidate = _converse(schedule, candidate={"checked": checked})
+    _, candidate = _converse(schedule, reference={"ready_s": 0.2}, candidate={"checked": checked})
     return schedule, candidate
 
 

@@ -369,6 +369,9 @@ class Conversation:
                     input_bytes=message.input_bytes,
                     inputs_s=message.inputs_s,
                 )
+                self.schedule.sized()
+            else:
+                self.schedule.wait_sized()
             self._send({"check": self.check_seeds})
             return
         if self.ready_at is None:
@@ -465,7 +468,8 @@ class Conversation:
 
     def _checked(self, message: Checked, stream: _Reader) -> None:
         """One check seed's tensors, each key once, the seeds in order; once the reference
-        told its sizes, at most what two of its calls' outputs and its inputs take."""
+        told its sizes (the candidate's check seeds wait for them), at most what two of its
+        calls' outputs and its inputs take."""
         reference = self.side == REFERENCE
         pack = Pack(stream.take(message.files))
         try:

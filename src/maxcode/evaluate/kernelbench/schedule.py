@@ -204,6 +204,7 @@ class Schedule:
         self._asked: set[str] = set()
         self._gone: set[str] = set()
         self._through: set[str] = set()
+        self._sized = False
         self._busy: str | None = None
         self._finished = {REFERENCE: 0, CANDIDATE: 0}
         self._stopped = False
@@ -260,6 +261,20 @@ class Schedule:
         with self._turn:
             self._opened = True
             self._turn.notify_all()
+
+    def sized(self) -> None:
+        """The reference's warm-up sized the plan (its outputs' and inputs' bytes are known)."""
+        with self._turn:
+            self._sized = True
+            self._turn.notify_all()
+
+    def wait_sized(self) -> None:
+        """Blocks until the plan is sized or the reference's run ended: the candidate's check
+        seeds wait for it, so its checked tensors are always held to the reference's sizes
+        (sent early, they would come before there is a bound)."""
+        with self._turn:
+            while not (self._sized or REFERENCE in self._gone):
+                self._turn.wait()
 
     def through(self, side: str) -> None:
         """``side`` is through the phases the other must wait idle for (the reference: its

@@ -4,8 +4,8 @@ Three ways of timing one call, each after the harness's L2 flush and a device-wi
 
 - ``sync-then-end`` (before): a device-wide sync inside the window, then the end event. Side
   streams count, and so does a host round trip in every call.
-- ``worker`` (after): the worker's own ``_Timing._call``: events on the call's stream, plus the
-  host's wait for the rest of the device after the end event.
+- ``worker`` (after): the worker's own ``timing.Timing._call``: events on the call's stream,
+  plus the host's wait for the rest of the device after the end event.
 - ``events-only`` (KernelBench's way, for scale): events on the stream, nothing else. Work left
   on a side stream is not seen.
 
@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-WORKER = REPO / "src" / "maxcode" / "evaluate" / "kernelbench" / "worker.py"
 SIDE_STREAM = REPO / "tests" / "fixtures" / "kernelbench" / "cheats" / "side_stream.py"
 
 
@@ -54,8 +53,9 @@ def main() -> int:
         print("gpu_floor: no CUDA GPU here", file=sys.stderr)
         return 2
     device = torch.device("cuda", 0)
-    worker = _load(WORKER, "maxcode_worker")
-    timing = worker._Timing.__new__(worker._Timing)
+    from maxcode.evaluate.kernelbench.worker.timing import Timing
+
+    timing = Timing.__new__(Timing)
     timing.torch, timing.device, timing.cuda, timing.last = torch, device, True, None
     timing.sync = lambda: torch.cuda.synchronize(device)
     flush = torch.empty(64 << 20, dtype=torch.int32, device=device)

@@ -1,16 +1,15 @@
-"""What drawing each timed input's page per call (worker ``_Timing._placed``) does to an
+"""What drawing each timed input's page per call (worker ``timing.Timing._placed``) does to an
 identical candidate's one-round speedups, side by side with the worker that does not draw.
 
-Both are the real harness; the second writes each job's ``worker.py`` with the inputs left where
-``get_inputs`` made them. The two alternate, evaluation by evaluation, and per variant it prints
-each round's speedup with its interval and calls per side, then the standard deviation of the
-log speedup over the rounds and the lowest and highest speedup: a draw that removes a bias
-moves the mean toward 1.0; one that only adds noise widens the spread.
+Both are the real harness; the second writes each job's worker ``timing.py`` with the inputs
+left where ``get_inputs`` made them. The two alternate, evaluation by evaluation, and per
+variant it prints each round's speedup with its interval and calls per side, then the standard
+deviation of the log speedup over the rounds and the lowest and highest speedup: a draw that
+removes a bias moves the mean toward 1.0; one that only adds noise widens the spread.
 
-    python benchmarks/input_placement.py PROBLEM.py [--scale 0.1] [--pairs 8]
+python benchmarks/input_placement.py PROBLEM.py [--scale 0.1] [--pairs 8]
 
-Run it on an idle machine (it measures the machine's noise too).
-"""
+Run it on an idle machine (it measures the machine's noise too)."""
 
 from __future__ import annotations
 
@@ -43,7 +42,7 @@ def main() -> None:
     def write(cls: Any, task: Any, source: str) -> Any:
         job = written(cls, task, source)
         if not placed["on"]:
-            worker = job.folder / "worker.py"
+            worker = job.worker / "timing.py"
             text = worker.read_text()
             if PLACED not in text:
                 raise SystemExit("the worker no longer draws pages where this benchmark expects")

@@ -38,7 +38,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from maxcode.evaluate.kernelbench import runner, worker
+from maxcode.evaluate.kernelbench import runner
+from maxcode.evaluate.kernelbench.worker import layout, timing
 
 _SETTINGS = (
     "OMP_NUM_THREADS",
@@ -51,15 +52,15 @@ ENVIRONMENT = {
     name: value for name, value in runner._environment(Path(), Path()).items() if name in _SETTINGS
 }
 """The workers' thread and allocation settings, as the harness sets them."""
-_PAGE = worker._PAGE
+_PAGE = timing.PAGE
 _SPAN = 16 << 20
 
 
 def _shift(seed: int) -> None:
-    """The worker's layout shift for ``seed`` (``worker._layout_draw``, ``_shift_layout``)."""
+    """The worker's layout shift for ``seed`` (worker ``layout.layout_draw``, ``shift_layout``)."""
     os.environ["MAXCODE_LAYOUT_SEED"] = str(seed)
-    _, pages, heap = worker._layout_draw()
-    worker._shift_layout(pages, heap)
+    _, pages, heap = layout.layout_draw()
+    layout.shift_layout(pages, heap)
 
 
 def _serve(torch: Any, address: str, seed: int, calls: int) -> None:
@@ -105,7 +106,7 @@ def _serve(torch: Any, address: str, seed: int, calls: int) -> None:
 
 
 def _fresh(address: str, seed: int, calls: int) -> None:
-    worker._no_huge_pages()
+    layout.no_huge_pages()
     import torch
 
     _serve(torch, address, seed, calls)
@@ -113,7 +114,7 @@ def _fresh(address: str, seed: int, calls: int) -> None:
 
 def _zygote(address: str, calls: int) -> None:
     """Imports torch once; forks a side for every seed read on stdin."""
-    worker._no_huge_pages()
+    layout.no_huge_pages()
     import torch
 
     for line in sys.stdin:

@@ -19,13 +19,12 @@ import pytest
 from maxcode.evaluate.kernelbench.channel import Conversation
 from maxcode.evaluate.kernelbench.outputs import Comparison
 from maxcode.evaluate.kernelbench.schedule import (
-    CANDIDATE,
-    REFERENCE,
     Schedule,
     Stopping,
     TimedPlan,
 )
 from maxcode.evaluate.kernelbench.shared import SEALS
+from maxcode.evaluate.kernelbench.worker.protocol import Phase, Side
 
 LATE_S = 0.03
 """How long the scripted reference holds its first two identity chunks between their markers."""
@@ -156,8 +155,8 @@ def _converse(
     """Both sides' conversations, each served to its end by a scripted worker (``_worker``'s
     keyword options per side), then closed."""
     sides = (
-        Conversation(schedule, REFERENCE, [1, 2, 3], ("K", "O")),
-        Conversation(schedule, CANDIDATE, [1, 2, 3], ("K",)),
+        Conversation(schedule, Side.REFERENCE, [1, 2, 3], (Phase.PAIRS, Phase.IDENTITY)),
+        Conversation(schedule, Side.CANDIDATE, [1, 2, 3], (Phase.PAIRS,)),
     )
     workers = [
         threading.Thread(
@@ -233,15 +232,17 @@ def test_an_error_of_any_kind_in_a_worker_s_message_ends_its_conversation_at_onc
     # OSError, so it died without a word and the worker waited on its descriptor until the
     # candidate's time limit (an evaluation seen stuck for over 10 minutes).
     schedule = Schedule(TimedPlan(), Stopping(trials=8))
-    reference = Conversation(schedule, REFERENCE, [1, 2, 3], ("K", "O"))
-    candidate = Conversation(schedule, CANDIDATE, [1, 2, 3], ("K",))
+    reference = Conversation(schedule, Side.REFERENCE, [1, 2, 3], (Phase.PAIRS, Phase.IDENTITY))
+    candidate = Conversation(schedule, Side.CANDIDATE, [1, 2, 3], (Phase.PAIRS,))
     # The header validates, but the file sent with it is a pipe, not a sealed memory file.
     unshapeable: dict[str, object] = {"dtype": "float32", "shape": [1], "nbytes": 4, "at": 0}
     answers: list[object] = []
     workers = [
-        threading.Thread(target=_worker, args=(reference.worker_fd, ("K", "O"), set())),
         threading.Thread(
-            target=_worker, args=(candidate.worker_fd, ("K",), set(), unshapeable, answers)
+            target=_worker, args=(reference.worker_fd, (Phase.PAIRS, Phase.IDENTITY), set())
+        ),
+        threading.Thread(
+            target=_worker, args=(candidate.worker_fd, (Phase.PAIRS,), set(), unshapeable, answers)
         ),
     ]
     for worker in workers:

@@ -390,7 +390,7 @@ def test_a_candidate_that_does_not_import_did_not_compile(tmp_path: Path) -> Non
 
 
 def test_the_candidate_runs_with_address_randomization_off(tmp_path: Path) -> None:
-    """A randomized layout makes a bias that lasts a whole process (``worker._fix_layout``):
+    """A randomized layout makes a bias that lasts a whole process (worker ``layout.fix_layout``):
     the candidate's process runs with randomization off. This candidate is right only so."""
     problem = write_problem(tmp_path, "return torch.relu(x)")
     layout_aware = model_new(
@@ -403,7 +403,7 @@ def test_the_candidate_runs_with_address_randomization_off(tmp_path: Path) -> No
 
 def test_both_workers_of_a_round_share_the_layout_drawn_for_it(tmp_path: Path) -> None:
     """A layout fixed once for all made biases that every round repeated; each round draws
-    one, shared by its two workers (``worker._fix_layout``). Here the problem's output
+    one, shared by its two workers (worker ``layout.fix_layout``). Here the problem's output
     depends on the draw as its own worker sees it: the identical candidate is right over two
     rounds only if its worker saw the reference's draw in each, and a candidate that assumes
     no draw is wrong."""
@@ -437,10 +437,10 @@ def test_both_workers_run_the_task_on_the_timing_cpu_alone(tmp_path: Path, round
 
 _LAYOUT_PROBE = """
 import ctypes, importlib.util, mmap, os, sys
-found = importlib.util.spec_from_file_location("worker", sys.argv[1])
-worker = importlib.util.module_from_spec(found)
-found.loader.exec_module(worker)
-worker._fix_layout()
+found = importlib.util.spec_from_file_location("layout", sys.argv[1])
+layout = importlib.util.module_from_spec(found)
+found.loader.exec_module(layout)
+layout.fix_layout()
 libc = ctypes.CDLL(None)
 libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
 mapped = ctypes.addressof(ctypes.c_char.from_buffer(mmap.mmap(-1, 1 << 20)))
@@ -454,7 +454,7 @@ print(os.environ.get("MAXCODE_LAYOUT_SET", "-"), len(os.environ.get("MAXCODE_LAY
 def test_a_layout_draw_moves_the_stack_the_heap_and_the_mappings_and_repeats(
     tmp_path: Path,
 ) -> None:
-    """What ``worker._fix_layout`` does with a draw, in real processes: the same draw lays
+    """What worker ``layout.fix_layout`` does with a draw, in real processes: the same draw lays
     out two processes alike (randomization off), another draw moves the stack's start, the
     next heap block and the next mapping."""
     import os
@@ -463,7 +463,7 @@ def test_a_layout_draw_moves_the_stack_the_heap_and_the_mappings_and_repeats(
 
     probe = tmp_path / "probe.py"
     probe.write_text(_LAYOUT_PROBE)
-    worker = REPO / "src" / "maxcode" / "evaluate" / "kernelbench" / "worker.py"
+    worker = REPO / "src" / "maxcode" / "evaluate" / "kernelbench" / "worker" / "layout.py"
 
     def layout(seed: int) -> list[str]:
         environment = {
@@ -491,7 +491,7 @@ def test_a_layout_draw_moves_the_stack_the_heap_and_the_mappings_and_repeats(
 def test_large_tensors_start_on_a_page_boundary_of_a_4_kib_page(tmp_path: Path) -> None:
     """Where a large buffer falls within its page, and whether a process got huge pages, were
     drawn per process and made biases that last a whole worker (runner ``_environment``,
-    worker ``_no_huge_pages``): tensors of 2 MiB and more start on a page boundary, the
+    worker ``layout.no_huge_pages``): tensors of 2 MiB and more start on a page boundary, the
     inputs the worker makes and the candidate's own outputs alike, and the process takes no
     transparent huge pages. This candidate is right only when all of that holds."""
     problem = write_problem(tmp_path, "return torch.relu(x)", inputs="[torch.randn(1024, 1024)]")
@@ -509,7 +509,7 @@ def test_timed_inputs_land_on_pages_drawn_per_call(tmp_path: Path) -> None:
     """Which page a call's output falls on relative to its input followed each process's heap
     history, and set the speed of whole rounds (identical scaled ``level1/89_cumsum``
     candidates at 1.11-1.17 in 5 of 8 rounds). Timed inputs are placed on pages drawn per
-    call (worker ``_Timing._placed``), still on a page boundary. This candidate is right only
+    call (worker ``timing.Timing._placed``), still on a page boundary. This candidate is right only
     while its timed inputs fall on varied pages (after 3 warm-up calls and 6 checked ones)."""
     problem = write_problem(tmp_path, "return torch.relu(x)", inputs="[torch.randn(512, 1024)]")
     placement_aware = model_new(

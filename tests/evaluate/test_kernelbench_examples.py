@@ -299,11 +299,11 @@ def test_the_cuda_kernels_compile_without_a_gpu(problem: str) -> None:
 
 
 def test_only_cuda_sources_that_name_nothing_of_torch_are_built_without_its_headers() -> None:
-    from maxcode.evaluate.kernelbench import worker
+    from maxcode.evaluate.kernelbench.worker import build
 
     kernel = "__global__ void twice(float* x, int n) { x[0] *= 2.0f; }"
-    assert worker._light_headers([kernel, "void launch(float* x, cudaStream_t s);"])
-    assert not worker._light_headers([])  # no CUDA sources: nothing to build
+    assert build.light_headers([kernel, "void launch(float* x, cudaStream_t s);"])
+    assert not build.light_headers([])  # no CUDA sources: nothing to build
     for named in (
         "#include <torch/extension.h>",
         "at::Tensor run(at::Tensor x);",
@@ -312,7 +312,7 @@ def test_only_cuda_sources_that_name_nothing_of_torch_are_built_without_its_head
         "AT_DISPATCH_FLOATING_TYPES(t, name, [&] {});",
         "TORCH_CHECK(n > 0);",
     ):
-        assert not worker._light_headers([kernel, named]), named
+        assert not build.light_headers([kernel, named]), named
 
 
 @requires_nvcc
@@ -376,7 +376,7 @@ def test_load_inline_is_given_light_headers_only_where_they_can_do(
     imported), against a stand-in for torch's that records its calls and fails where asked."""
     import torch.utils.cpp_extension as extension
 
-    from maxcode.evaluate.kernelbench import worker
+    from maxcode.evaluate.kernelbench.worker import build
 
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     failing = {"light": False}
@@ -388,12 +388,12 @@ def test_load_inline_is_given_light_headers_only_where_they_can_do(
         return "module"
 
     monkeypatch.setattr(extension, "load_inline", recorded)
-    worker._light_cuda_builds()
+    build.light_cuda_builds()
     kernel = "__global__ void k(float* x) { x[0] = 1.0f; }"
     assert extension.load_inline("a", "void f();", kernel, functions=["f"]) == "module"
     ((args, options),) = calls
     assert args[1][0] == "#include <torch/extension.h>" and args[1][1:] == ["void f();"]
-    assert args[2] == [*worker._LIGHT_CUDA_HEADERS, kernel]
+    assert args[2] == [*build.LIGHT_CUDA_HEADERS, kernel]
     assert options == {"functions": ["f"], "no_implicit_headers": True}
     calls.clear()
     for unchanged in (

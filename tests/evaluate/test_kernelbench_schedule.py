@@ -7,13 +7,12 @@ import threading
 import time
 
 from maxcode.evaluate.kernelbench.schedule import (
-    CANDIDATE,
-    REFERENCE,
     Schedule,
     Stopping,
     TimedPlan,
     chunk_calls,
 )
+from maxcode.evaluate.kernelbench.worker.protocol import Phase, Side
 
 
 def test_fixed_trials_are_exactly_that_many_calls() -> None:
@@ -84,7 +83,7 @@ def _side(
     """One side's turns, each call reported as ``call_s``; the first turn lasts
     ``first_turn_s`` at least."""
     chunk = 0
-    while calls := schedule.grant(side, "K", chunk):
+    while calls := schedule.grant(side, Phase.PAIRS, chunk):
         running.append(1)
         if len(running) > 1:
             errors.append(f"{side} chunk {chunk} ran beside the other side")
@@ -92,9 +91,9 @@ def _side(
         if chunk == 0:
             time.sleep(first_turn_s)
         running.pop()
-        schedule.finish(side, "K", [call_s] * calls)
+        schedule.finish(side, Phase.PAIRS, [call_s] * calls)
         chunk += 1
-    if side == REFERENCE:
+    if side == Side.REFERENCE:
         chunk = 0
         while calls := schedule.grant(side, "O", chunk):
             order.append("O")
@@ -115,7 +114,7 @@ def _take_turns(
     """Both sides' threads (``_side``), the candidate asking first (it waits), to the end."""
     threads = [
         threading.Thread(target=_side, args=(schedule, side, order, running, errors), kwargs=timing)
-        for side in (CANDIDATE, REFERENCE)
+        for side in (Side.CANDIDATE, Side.REFERENCE)
     ]
     for thread in threads:
         thread.start()
@@ -134,7 +133,7 @@ def test_two_sides_take_turns_chunk_by_chunk_and_never_run_together() -> None:
     timed = order[:20]
     assert timed == [f"{side}{n}" for n in range(10) for side in ("r", "c")]
     assert plan.chunks == [4] * 10 and plan.trials == 40  # a ninth of the calls, at most
-    assert len(schedule.times[REFERENCE]) == len(schedule.times[CANDIDATE]) == 10
+    assert len(schedule.times[Side.REFERENCE]) == len(schedule.times[Side.CANDIDATE]) == 10
     # The identity model's chunks, while the candidate waits idle; then it is let go.
     assert order[20:] == ["O"] * 4 + ["candidate stopped"]
     assert schedule.started_ns is not None and schedule.stopped_ns is not None
@@ -144,9 +143,11 @@ def test_a_side_that_is_gone_never_holds_the_other_back() -> None:
     plan = TimedPlan()
     plan.decide(0.001, 4, Stopping())
     schedule = Schedule(plan, Stopping())
-    schedule.gone(CANDIDATE)
-    assert schedule.grant(REFERENCE, "K", 0) == 0  # no pair to time: the phase is over
-    assert schedule.grant(REFERENCE, "O", 0) == 0  # no timed calls, no baseline to net
+    schedule.gone(Side.CANDIDATE)
+    assert schedule.grant(Side.REFERENCE, Phase.PAIRS, 0) == 0  # no pair to time: the phase is over
+    assert (
+        schedule.grant(Side.REFERENCE, Phase.IDENTITY, 0) == 0
+    )  # no timed calls, no baseline to net
     assert plan.chunks == []
 
 
@@ -169,7 +170,7 @@ def test_each_chunk_pads_its_buffers_by_a_draw_both_sides_make_alike() -> None:
     ``chunk_pad_bytes``): both sides are sent the same seeds for a chunk, so they pad it alike,
     by whole pages below ``CHUNK_PAD_BYTES`` (which the reserve holds on top of a chunk), and
     the pads differ from chunk to chunk."""
-    from maxcode.evaluate.kernelbench.worker import _PAGE, CHUNK_PAD_BYTES, chunk_pad_bytes
+    from maxcode.evaluate.kernelbench.worker.timing import CHUNK_PAD_BYTES, PAGE, chunk_pad_bytes
 
     plan = TimedPlan()
     plan.chunks += [4] * 400
@@ -178,7 +179,7 @@ def test_each_chunk_pads_its_buffers_by_a_draw_both_sides_make_alike() -> None:
     assert candidate == reference
     pads = [chunk_pad_bytes(seed) for seed in reference]
     assert pads == [chunk_pad_bytes(seed) for seed in candidate]
-    assert all(pad % _PAGE == 0 and 0 <= pad < CHUNK_PAD_BYTES for pad in pads)
+    assert all(pad % PAGE == 0 and 0 <= pad < CHUNK_PAD_BYTES for pad in pads)
     assert len(set(pads)) > 300  # 2,048 possible pads: drawn anew per chunk
     quarters = {4 * pad // CHUNK_PAD_BYTES for pad in pads}
     assert quarters == {0, 1, 2, 3}  # the whole range, not a corner of it

@@ -7,7 +7,7 @@ like any other; on a CPU its kernels run in Triton's interpreter (``TRITON_INTER
 which says whether they are right but nothing about their speed: the result is checked, not
 timed, and earns no reward (an ``interpreted`` warning says so).
 
-The worker counts the launches of the candidate's own kernels (``worker._TritonLaunches``); a
+The worker counts the launches of the candidate's own kernels (``launches.TritonLaunches``); a
 forward that launches none of them is not a Triton result, whatever it computes: a ``backend``
 finding voids it.
 """

@@ -44,9 +44,10 @@ from maxcode.evaluate.kernelbench.evidence import (
     parse_message,
 )
 from maxcode.evaluate.kernelbench.outputs import KEYS
-from maxcode.evaluate.kernelbench.schedule import REFERENCE, Schedule, TimedPlan
+from maxcode.evaluate.kernelbench.schedule import Schedule, TimedPlan
 from maxcode.evaluate.kernelbench.settings import CHECK_SEEDS
-from maxcode.evaluate.kernelbench.shared import MOST_FILES, Pack, SharedTensor, TensorPlace
+from maxcode.evaluate.kernelbench.shared import Pack, SharedTensor, TensorPlace
+from maxcode.evaluate.kernelbench.worker.protocol import MOST_FILES, Part, Phase, Side
 
 _LINE_BYTES = 1 << 20
 _JOIN_S = 10.0
@@ -54,11 +55,6 @@ SETTLE_S = 0.02
 """How long the parent waits, at most, for a worker that sent ``next`` or ``begin`` to block,
 before it stamps the message (``_settled``)."""
 _SETTLE_POLL_S = 20e-6
-
-
-OUTSIDE_PARTS = ("making the inputs", "between the calls", "sending the outputs")
-"""The parts of a chunk's span outside its calls (``Conversation.outside``), split at the
-``begin`` and ``end`` markers."""
 
 
 @dataclass
@@ -89,7 +85,7 @@ class Conversation:
     """The parent's end of one worker run's descriptor 3 (see the module's docstring)."""
 
     def __init__(
-        self, schedule: Schedule, side: str, check_seeds: list[int], phases: tuple[str, ...]
+        self, schedule: Schedule, side: Side, check_seeds: list[int], phases: tuple[Phase, ...]
     ) -> None:
         self.schedule, self.side, self.check_seeds, self.phases = (
             schedule,
@@ -100,7 +96,7 @@ class Conversation:
         self.plan: TimedPlan = schedule.plan
         self._ours, self._theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.ready_at: int | None = None
-        self.chunks: dict[tuple[str, int], Chunk] = {}
+        self.chunks: dict[tuple[Phase, int], Chunk] = {}
         self.problem: str | None = None
         """Why the conversation was ended (None: it followed the protocol)."""
         self.ended_at: int | None = None
@@ -118,9 +114,9 @@ class Conversation:
         ended (``cpuclock.others_ns``; the candidate's run only)."""
         self.huge_pages: HugePages | None = None
         """The worker's huge pages when its timed calls (phase K) ended."""
-        self._done: list[str] = []
-        self._current: tuple[str, int, str] | None = None
-        self._waiting_ns: dict[str, int | None] = {}
+        self._done: list[Phase] = []
+        self._current: tuple[Phase, int, str] | None = None
+        self._waiting_ns: dict[Phase, int | None] = {}
         """The worker's CPU time while it waited for its turns, per phase (``waiting_cpu``)."""
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
@@ -137,7 +133,7 @@ class Conversation:
 
     def _others(self) -> None:
         # Only the candidate's are judged.
-        if self.processes is not None and self.side != REFERENCE:
+        if self.processes is not None and self.side != Side.REFERENCE:
             self.others.append(others_ns(*self.processes))
 
     @property
@@ -164,9 +160,9 @@ class Conversation:
     @property
     def checked(self) -> bool:
         """Every check seed's tensors came."""
-        return self.schedule.checked.arrived(self.side == REFERENCE) == CHECK_SEEDS
+        return self.schedule.checked.arrived(self.side == Side.REFERENCE) == CHECK_SEEDS
 
-    def complete(self, phase: str) -> bool:
+    def complete(self, phase: Phase) -> bool:
         """``phase`` ran to its end and every chunk was stamped from seeds to outputs."""
         return phase in self._done and all(
             chunk.begin is not None and chunk.end is not None and chunk.done is not None
@@ -174,17 +170,17 @@ class Conversation:
             if name == phase
         )
 
-    def _phase(self, phase: str) -> list[Chunk]:
+    def _phase(self, phase: Phase) -> list[Chunk]:
         """The chunks of ``phase``, in order."""
         return [chunk for (name, _), chunk in sorted(self.chunks.items()) if name == phase]
 
-    def chunk_times(self, phase: str) -> list[list[float]]:
+    def chunk_times(self, phase: Phase) -> list[list[float]]:
         """Per-call seconds of each chunk of ``phase``, in order."""
         return [chunk.times for chunk in self._phase(phase)]
 
-    def outside(self, phase: str, clock: str = "host") -> dict[str, list[float]] | None:
+    def outside(self, phase: Phase, clock: str = "host") -> dict[Part, list[float]] | None:
         """Seconds per call of each chunk of ``phase`` that its in-process times do not
-        account for, in the three ``OUTSIDE_PARTS`` split at its markers: making the inputs
+        account for, in the three ``Part``s split at its markers: making the inputs
         (seeds sent to ``begin``), between the calls (``begin`` to ``end`` less the claimed
         seconds) and sending the outputs (``end`` to the next request), with any work a
         candidate moved there. Kept apart so the quiet parts are not drowned in the noisy one.
@@ -194,28 +190,26 @@ class Conversation:
         if split is None:
             return None
         return {
-            part: [seconds[part] / max(chunk.calls, 1) for chunk, seconds in split]
-            for part in OUTSIDE_PARTS
+            part: [seconds[part] / max(chunk.calls, 1) for chunk, seconds in split] for part in Part
         }
 
-    def spent(self, phase: str) -> dict[str, float] | None:
+    def spent(self, phase: Phase) -> dict[str, float] | None:
         """Seconds of ``phase``'s chunks by part, summed over them: ``calls`` (the calls'
-        claimed seconds) and each of ``OUTSIDE_PARTS`` by host time; None as for ``outside``."""
+        claimed seconds) and each ``Part`` by host time; None as for ``outside``."""
         split = self._split(phase, "host")
         if split is None:
             return None
         spent = {"calls": sum(sum(chunk.times) for chunk, _ in split)}
-        for part in OUTSIDE_PARTS:
+        for part in Part:
             spent[part] = sum(seconds[part] for _, seconds in split)
         return spent
 
-    def _split(self, phase: str, clock: str) -> list[tuple[Chunk, dict[str, float]]] | None:
+    def _split(self, phase: Phase, clock: str) -> list[tuple[Chunk, dict[Part, float]]] | None:
         """Each chunk of ``phase`` with its seconds outside its calls by part (``outside``
         says which), by ``clock``; None when the phase did not complete or a stamp is
         missing."""
         if not self.complete(phase):
             return None
-        making, between, sending = OUTSIDE_PARTS
         split = []
         for chunk in self._phase(phase):
             stamps: list[int | None] = (
@@ -227,14 +221,14 @@ class Conversation:
                 return None
             sent, begin, end, done = (int(stamp or 0) for stamp in stamps)
             seconds = {
-                making: (begin - sent) / 1e9,
-                between: (end - begin) / 1e9 - sum(chunk.times),
-                sending: (done - end) / 1e9,
+                Part.MAKING: (begin - sent) / 1e9,
+                Part.BETWEEN: (end - begin) / 1e9 - sum(chunk.times),
+                Part.SENDING: (done - end) / 1e9,
             }
             split.append((chunk, seconds))
         return split
 
-    def span_cpu(self, phase: str) -> tuple[float, float] | None:
+    def span_cpu(self, phase: Phase) -> tuple[float, float] | None:
         """(CPU seconds, host seconds) of the worker from each chunk's seeds to its end,
         summed over the chunks of ``phase``; None when the phase did not complete or a clock
         was not read. The CPU readings fall inside the host stamps, so a process on one CPU
@@ -249,7 +243,7 @@ class Conversation:
             cpu, host = cpu + done - sent, host + (chunk.done or 0) - chunk.sent
         return cpu / 1e9, host / 1e9
 
-    def waiting_cpu(self, phase: str) -> float | None:
+    def waiting_cpu(self, phase: Phase) -> float | None:
         """CPU seconds of the worker while it waited for its turns in ``phase`` (each request
         for a chunk to its answer), when an honest worker is blocked. None when the phase did
         not complete or a clock was not read."""
@@ -264,24 +258,24 @@ class Conversation:
             return None
         return (self.others[1] - self.others[0]) / 1e9
 
-    def times(self, phase: str) -> list[float]:
+    def times(self, phase: Phase) -> list[float]:
         """Per-call seconds of every call of ``phase``, in order."""
         return [value for times in self.chunk_times(phase) for value in times]
 
-    def per_call(self, phase: str) -> float | None:
+    def per_call(self, phase: Phase) -> float | None:
         """Host seconds per call of ``phase``: the median over its chunks of the time between
         the markers (a cheat shows in every chunk; one chunk the scheduler held up does not
         decide it). None when the phase did not complete."""
         rates = self.host_rates(phase)
         return statistics.median(rates) if rates else None
 
-    def least_per_call(self, phase: str) -> float | None:
+    def least_per_call(self, phase: Phase) -> float | None:
         """The least host seconds per call over the chunks of ``phase`` (the identity model's:
         the harness's own cost), since the parent's delays in stamping are not that cost."""
         rates = self.host_rates(phase)
         return min(rates) if rates else None
 
-    def cpu_rates(self, phase: str) -> list[float] | None:
+    def cpu_rates(self, phase: Phase) -> list[float] | None:
         """The worker's CPU seconds per call between the markers of each chunk of ``phase``,
         read while the worker is blocked (late stamps change nothing). None when the phase did
         not complete or the clock could not be read."""
@@ -295,7 +289,7 @@ class Conversation:
             rates.append(max(end - begin, 0) / 1e9 / max(chunk.calls, 1))
         return rates
 
-    def host_rates(self, phase: str) -> list[float]:
+    def host_rates(self, phase: Phase) -> list[float]:
         """Host seconds per call between each chunk's markers ([] when ``phase`` did not
         complete): on a GPU, the device's time for the chunk (the worker waits for the whole
         device before its end marker)."""
@@ -361,7 +355,7 @@ class Conversation:
             self.ready_at = now
             if self._root is not None:
                 self.processes = find_worker(self._root, self._forked)
-            if self.side == REFERENCE:
+            if self.side == Side.REFERENCE:
                 self.plan.decide(
                     message.estimate_s,
                     message.output_bytes,
@@ -423,16 +417,16 @@ class Conversation:
         if self._current is not None and self._current[2] == "next":
             before = self.chunks[(message.phase, message.chunk - 1)]
             before.done, before.cpu["done"] = asked, asked_cpu
-        if message.phase == "K" and message.chunk == 0:
+        if message.phase == Phase.PAIRS and message.chunk == 0:
             self._others()
         calls = self.schedule.grant(self.side, message.phase, message.chunk)
-        if message.phase == "K" and self.side == REFERENCE:
+        if message.phase == Phase.PAIRS and self.side == Side.REFERENCE:
             # Both workers wait now: the pair before is compared and its outputs let go.
             self.schedule.kept.settle()
         self.waited_ns += time.perf_counter_ns() - asked
         self._waited_cpu(message.phase, asked_cpu)
         if not calls:
-            if message.phase == "K":
+            if message.phase == Phase.PAIRS:
                 self._others()
                 if self.processes is not None:
                     self.huge_pages = huge_pages(self.processes[1])
@@ -444,7 +438,7 @@ class Conversation:
                 self.schedule.through(self.side)
             self._send({"seeds": []})
             return
-        if message.phase == "K":
+        if message.phase == Phase.PAIRS:
             first = self.plan.first(message.chunk)
         else:
             first = self.schedule.baseline_first(message.phase, message.chunk)
@@ -457,7 +451,7 @@ class Conversation:
         )
         self._current = (message.phase, message.chunk, "begin")
 
-    def _waited_cpu(self, phase: str, asked: int | None) -> None:
+    def _waited_cpu(self, phase: Phase, asked: int | None) -> None:
         """Adds the worker's CPU time since ``asked`` (its clock when it asked for its turn) to
         what it spent waiting in ``phase`` (``waiting_cpu``)."""
         granted, total = self._cpu(), self._waiting_ns.get(phase, 0)
@@ -470,7 +464,7 @@ class Conversation:
         """One check seed's tensors, each key once, the seeds in order; once the reference
         told its sizes (the candidate's check seeds wait for them), at most what two of its
         calls' outputs and its inputs take."""
-        reference = self.side == REFERENCE
+        reference = self.side == Side.REFERENCE
         pack = Pack(stream.take(message.files))
         try:
             if message.seed != self.schedule.checked.arrived(reference):
@@ -498,7 +492,7 @@ class Conversation:
         which."""
         pack = Pack(stream.take(message.files))
         first = chunk.first
-        sent = list(range(chunk.calls)) if message.phase == "K" else []
+        sent = list(range(chunk.calls)) if message.phase == Phase.PAIRS else []
         if [item.position for item in message.items] != sent:
             raise ValueError("outputs of other calls than the chunk's")
         total = sum(header.nbytes for item in message.items for header in item.tensors)
@@ -509,7 +503,7 @@ class Conversation:
             values = _tensors(pack, item.tensors)
             if first + item.position in kept:
                 self.schedule.kept.hold(
-                    self.side == REFERENCE, first + item.position, values, item.reused
+                    self.side == Side.REFERENCE, first + item.position, values, item.reused
                 )
 
 

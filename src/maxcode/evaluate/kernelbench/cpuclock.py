@@ -95,7 +95,7 @@ def _below(root: int, children: dict[int, list[int]]) -> list[int]:
 
 def find_worker(root: int, forked: bool = False) -> tuple[int, int] | None:
     """(init, worker) of the sandboxed run started as ``root``; None when not found.
-    ``forked``: the run's program is a zygote (worker ``_zygote``) and the worker its first
+    ``forked``: the run's program is a zygote (worker ``zygote.serve``) and the worker its first
     child."""
     processes = _processes()
     children = _children(processes)
@@ -121,7 +121,7 @@ def others_ns(init: int, worker: int) -> int:
 
 
 class HugePages(NamedTuple):
-    """A worker's transparent huge pages, read by the parent (worker ``_no_huge_pages`` turns
+    """A worker's transparent huge pages, read by the parent (worker ``layout.no_huge_pages`` turns
     them off, and the candidate's code runs in that process): None where the kernel did not
     say."""
 

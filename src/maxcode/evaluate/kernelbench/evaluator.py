@@ -5,7 +5,7 @@ Protocol (one call of ``evaluate_kernelbench``):
 1. Fresh secret seeds: one for the weights (both models are built after the same seed) and a
    few for warm-up inputs: the only seeds a worker's spec file holds. The check seeds and the
    timed calls' seeds stay in the parent until a worker has built and warmed up its model.
-2. Two sandboxed processes (``worker.py``) start together, one for the reference, one for the
+2. Two sandboxed processes (``worker``) start together, one for the reference, one for the
    candidate (a fresh one per candidate; importing it builds its extensions, cached by source
    hash). Both start up on the timing CPU, since where a process first touches its memory
    stays with it; in an evaluation of one round both load torch unpinned and pin themselves
@@ -52,12 +52,12 @@ from maxcode.evaluate.cpp import timing_cpu
 from maxcode.evaluate.integrity import finding
 from maxcode.evaluate.kernelbench import roofline, rounds
 from maxcode.evaluate.kernelbench.backends import check_backend
-from maxcode.evaluate.kernelbench.channel import OUTSIDE_PARTS, Conversation
+from maxcode.evaluate.kernelbench.channel import Conversation
 from maxcode.evaluate.kernelbench.judge import Judge
 from maxcode.evaluate.kernelbench.outputs import Comparison
 from maxcode.evaluate.kernelbench.runner import (
     Job,
-    Side,
+    Ran,
     WorkerRunner,
     cache_folder,
     check_reference,
@@ -65,8 +65,9 @@ from maxcode.evaluate.kernelbench.runner import (
     python_paths,
     sole_user,
 )
-from maxcode.evaluate.kernelbench.schedule import CANDIDATE, REFERENCE, Schedule, TimedPlan
+from maxcode.evaluate.kernelbench.schedule import Schedule, TimedPlan
 from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
+from maxcode.evaluate.kernelbench.worker.protocol import Part, Phase, Side, WorkerSpec
 from maxcode.evaluate.kernelbench.zygote import ROUNDS_PER_PAIR, Zygotes
 from maxcode.evaluate.sandbox import Sandbox, hidden_from_others
 from maxcode.evaluate.turns import cpu_turn
@@ -283,7 +284,7 @@ def _one_round(
             shutil.copytree(str(stubs), job / "stubs")
             os.chmod(job / "stubs", 0o755)
             checked = runner.run(
-                "compile_check", {**common, "stubs": str(job / "stubs")}, cache_folder("cc", "")
+                "compile_check", replace(common, stubs=str(job / "stubs")), cache_folder("cc", "")
             )
             return judge.compile_check(checked)
         key = roofline.roofline_key(task, settings)
@@ -291,12 +292,14 @@ def _one_round(
         measure_compile = settings.compile_baseline and compiled is None
         schedule = Schedule(plan, settings.stopping(), opened=False)
         check_seeds = written.seeds.check
-        phases = ("K", "O", "C") if measure_compile else ("K", "O")
-        reference_spec = {
-            **common,
-            "compile_baseline": measure_compile,
-            "roofline": roofline.known(key) is None,
-        }
+        phases = (
+            (Phase.PAIRS, Phase.IDENTITY, Phase.COMPILE)
+            if measure_compile
+            else (Phase.PAIRS, Phase.IDENTITY)
+        )
+        reference_spec = replace(
+            common, compile_baseline=measure_compile, roofline=roofline.known(key) is None
+        )
         # Both workers at once; the schedule alternates their timed chunks on the same seeds.
         # Each time limit has room for the other's turns.
         cache = cache_folder("cand", candidate)
@@ -304,8 +307,8 @@ def _one_round(
         # The candidate's build folder is held before either worker starts, so a build still
         # running elsewhere finishes on no one's clock.
         conversations += [
-            Conversation(schedule, REFERENCE, check_seeds, phases),
-            Conversation(schedule, CANDIDATE, check_seeds, ("K",)),
+            Conversation(schedule, Side.REFERENCE, check_seeds, phases),
+            Conversation(schedule, Side.CANDIDATE, check_seeds, (Phase.PAIRS,)),
         ]
         with (
             sole_user(cache),
@@ -316,7 +319,7 @@ def _one_round(
             if settings.device == "cuda":
                 clock.mark("queued")
 
-            def start(role: str, spec: dict[str, Any], folder: Path, wall_s: float) -> Any:
+            def start(role: str, spec: WorkerSpec, folder: Path, wall_s: float) -> Any:
                 conversation = conversations[0 if role == "reference" else 1]
                 if pair is not None:
                     forked = pair.side(role).run
@@ -419,7 +422,7 @@ PHASES = {
 """What each of ``Feedback.phases`` covers (seconds; ``build`` is part of ``startup``, and
 ``calls``, ``inputs`` and ``outputs`` part of ``timing`` (``WINDOW``); the others follow one
 another on the parent's clock)."""
-WINDOW = {"calls": "calls", "inputs": OUTSIDE_PARTS[0], "outputs": OUTSIDE_PARTS[2]}
+WINDOW = {"calls": "calls", "inputs": Part.MAKING, "outputs": Part.SENDING}
 """The parts of the timing window shown as phases, by the name of their part in
 ``Conversation.spent``: where a window's seconds go besides the calls it times."""
 
@@ -439,7 +442,7 @@ class PhaseClock:
         self.phases[phase] = round((now - self._last) / 1e9, 4)
         self._last = now
 
-    def after_runs(self, reference: Side, candidate: Side, schedule: Schedule) -> None:
+    def after_runs(self, reference: Ran, candidate: Ran, schedule: Schedule) -> None:
         """The phases of the two workers' runs, from the stamps their conversations left."""
         ended = time.perf_counter_ns()
         conversations = [side.conversation for side in (reference, candidate)]
@@ -451,7 +454,7 @@ class PhaseClock:
         if schedule.stopped_ns is not None:
             self.mark("timing", schedule.stopped_ns)
         self.mark("finish", ended)
-        spent = [c.spent("K") for c in conversations if c is not None]
+        spent = [c.spent(Phase.PAIRS) for c in conversations if c is not None]
         if len(spent) == 2 and spent[0] is not None and spent[1] is not None:
             for name, part in WINDOW.items():
                 self.phases[name] = round(spent[0][part] + spent[1][part], 4)

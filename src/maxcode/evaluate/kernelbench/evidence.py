@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from maxcode.evaluate.kernelbench.settings import CHECK_SEEDS, MAX_TRIALS
+from maxcode.evaluate.kernelbench.worker.protocol import Phase
 
 Stage = Literal[
     "ok",
@@ -118,7 +119,7 @@ class Next(_Evidence):
     no seeds: the phase is over)."""
 
     m: Literal["next"]
-    phase: str
+    phase: Phase
     chunk: int = Field(ge=0)
 
 
@@ -126,7 +127,7 @@ class Marker(_Evidence):
     """Before a chunk's calls."""
 
     m: Literal["begin"]
-    phase: str
+    phase: Phase
     chunk: int = Field(ge=0)
 
 
@@ -134,7 +135,7 @@ class End(_Evidence):
     """After a chunk's calls, with the in-process seconds of each."""
 
     m: Literal["end"]
-    phase: str
+    phase: Phase
     chunk: int = Field(ge=0)
     times: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] = Field(max_length=MAX_TRIALS)
 
@@ -164,7 +165,7 @@ class Outputs(_Evidence):
     """Every timed call's outputs after a chunk, in the memory files sent with it."""
 
     m: Literal["outputs"]
-    phase: str
+    phase: Phase
     chunk: int = Field(ge=0)
     items: list[OutputItem]
     files: int = Field(ge=0)

@@ -25,10 +25,9 @@ from pydantic import ValidationError
 from maxcode.evaluate.build import bounded_diagnostics
 from maxcode.evaluate.integrity import Verdict, isolation_flags
 from maxcode.evaluate.kernelbench.backends import UNTIMED, launch_findings
-from maxcode.evaluate.kernelbench.channel import OUTSIDE_PARTS
 from maxcode.evaluate.kernelbench.outputs import MISSING, REUSED, Comparison
 from maxcode.evaluate.kernelbench.roofline import cap_at_light, roofline
-from maxcode.evaluate.kernelbench.runner import Side, last_line, limit_message
+from maxcode.evaluate.kernelbench.runner import Ran, last_line, limit_message
 from maxcode.evaluate.kernelbench.schedule import TimedPlan
 from maxcode.evaluate.kernelbench.settings import (
     CHECK_SEEDS,
@@ -36,6 +35,7 @@ from maxcode.evaluate.kernelbench.settings import (
     PROCESS_BIAS,
     KernelBenchSettings,
 )
+from maxcode.evaluate.kernelbench.worker.protocol import Part, Phase
 from maxcode.evaluate.sandbox import Sandbox
 from maxcode.evaluate.stats import PairedEstimate, PairedExcess, chunk_pair_speedup, paired_excess
 from maxcode.tasks.model import Task
@@ -114,7 +114,7 @@ class Judge:
         )
         return cls(torch, task, settings, verdict, plan or TimedPlan())
 
-    def compile_check(self, side: Side) -> Feedback:
+    def compile_check(self, side: Ran) -> Feedback:
         """The verdict of ``--compile-only``: built or not, nothing run, no reward."""
         early = self.run_failure(side)
         if early is not None and not early.compiled:
@@ -128,7 +128,7 @@ class Judge:
         )
         return self.verdict.unmeasured(False, 0)
 
-    def judge(self, reference: Side, candidate: Side) -> Feedback:
+    def judge(self, reference: Ran, candidate: Ran) -> Feedback:
         assert reference.conversation is not None and reference.report is not None
         checked = reference.conversation.schedule.checked
         checked.compare_with(self.comparison)
@@ -183,7 +183,7 @@ class Judge:
             )
         return self._timed(reference, candidate, outcomes)
 
-    def run_failure(self, candidate: Side) -> Feedback | None:
+    def run_failure(self, candidate: Ran) -> Feedback | None:
         """The verdict when the candidate's run did not leave complete evidence (None when it
         did). Evidence that is malformed, or a conversation that broke the protocol, is an
         ``evidence`` finding: never a crash, never a task error."""
@@ -216,11 +216,11 @@ class Judge:
         why = last_line(result.stderr)
         return failed("runtime_error", f"the candidate's process died ({signal_part}) {why}")
 
-    def _timed_outputs(self, reference: Side, candidate: Side) -> str | None:
+    def _timed_outputs(self, reference: Ran, candidate: Ran) -> str | None:
         """The kept outputs of the timed calls against the reference's (a problem or None);
         most were compared while the window was open (``outputs.TimedOutputs``)."""
         assert reference.conversation is not None and candidate.conversation is not None
-        if not candidate.conversation.complete("K"):
+        if not candidate.conversation.complete(Phase.PAIRS):
             self.verdict.flag("evidence", "the candidate's timed calls did not all run")
             return "the outputs of the timed calls are missing"
         kept = candidate.conversation.schedule.kept
@@ -241,16 +241,16 @@ class Judge:
                 return f"timed call {position + 1}: {problem}"
         return None
 
-    def _timed(self, reference: Side, candidate: Side, outcomes: list[TestOutcome]) -> Feedback:
+    def _timed(self, reference: Ran, candidate: Ran, outcomes: list[TestOutcome]) -> Feedback:
         assert reference.report is not None and candidate.report is not None
         assert reference.conversation is not None and candidate.conversation is not None
         ref_times = {
-            "eager": reference.conversation.times("K"),
-            "overhead": reference.conversation.times("O"),
+            "eager": reference.conversation.times(Phase.PAIRS),
+            "overhead": reference.conversation.times(Phase.IDENTITY),
         }
-        if reference.conversation.times("C"):
-            ref_times["compile"] = reference.conversation.times("C")
-        cand_times = candidate.conversation.times("K")
+        if reference.conversation.times(Phase.COMPILE):
+            ref_times["compile"] = reference.conversation.times(Phase.COMPILE)
+        cand_times = candidate.conversation.times(Phase.PAIRS)
         if len(cand_times) != self.plan.trials or not cand_times:
             self.verdict.flag(
                 "evidence",
@@ -262,9 +262,9 @@ class Judge:
                 tests_passed=CHECK_SEEDS,
                 tests=outcomes,
             )
-        overhead = reference.conversation.least_per_call("O") or 0.0
-        host_reference = reference.conversation.per_call("K")
-        host_candidate = candidate.conversation.per_call("K")
+        overhead = reference.conversation.least_per_call(Phase.IDENTITY) or 0.0
+        host_reference = reference.conversation.per_call(Phase.PAIRS)
+        host_candidate = candidate.conversation.per_call(Phase.PAIRS)
         timings = {
             "reference": _stats(ref_times["eager"], _net(host_reference, overhead)),
             "candidate": _stats(cand_times, _net(host_candidate, overhead)),
@@ -292,7 +292,7 @@ class Judge:
             # the clock that sees more, the estimate when surely above 0; the interval's low
             # end (what selection uses) always, with the estimate, not the upper bound.
             cost = likely_cost = 0.0
-            likely: tuple[str, str, PairedExcess] | None = None
+            likely: tuple[Part, str, PairedExcess] | None = None
             parts = []
             for part, by_clock in excesses.items():
                 sure = [e.seconds for e in by_clock.values() if e.low is not None and e.low > 0]
@@ -364,7 +364,7 @@ class Judge:
             roofline=light,
         )
 
-    def _paired(self, reference: Side, candidate: Side) -> PairedEstimate:
+    def _paired(self, reference: Ran, candidate: Ran) -> PairedEstimate:
         """The speedup from the chunk pairs, by a clock the candidate cannot touch. On a CPU, a
         chunk's cost is the worker's CPU clock between its markers per call
         (``Conversation.cpu_rates``) less the harness's own loop (the least of the reference's
@@ -375,15 +375,17 @@ class Judge:
         that lies is void (``_clock_lie``)."""
         assert reference.conversation is not None and candidate.conversation is not None
         ours_side, theirs_side = candidate.conversation, reference.conversation
-        claimed = chunk_pair_speedup(theirs_side.chunk_times("K"), ours_side.chunk_times("K"))
+        claimed = chunk_pair_speedup(
+            theirs_side.chunk_times(Phase.PAIRS), ours_side.chunk_times(Phase.PAIRS)
+        )
         if self.settings.device == "cpu":
-            ours, theirs = ours_side.cpu_rates("K"), theirs_side.cpu_rates("K")
-            identity = theirs_side.outside("O", "cpu") or {}
-            loop = max(min(identity.get(OUTSIDE_PARTS[1], []), default=0.0), 0.0)
+            ours, theirs = ours_side.cpu_rates(Phase.PAIRS), theirs_side.cpu_rates(Phase.PAIRS)
+            identity = theirs_side.outside(Phase.IDENTITY, "cpu") or {}
+            loop = max(min(identity.get(Part.BETWEEN, []), default=0.0), 0.0)
             clock = "the worker's CPU clock"
         else:
-            ours, theirs = ours_side.host_rates("K"), theirs_side.host_rates("K")
-            loop = theirs_side.least_per_call("O") or 0.0
+            ours, theirs = ours_side.host_rates(Phase.PAIRS), theirs_side.host_rates(Phase.PAIRS)
+            loop = theirs_side.least_per_call(Phase.IDENTITY) or 0.0
             clock = "the parent's clock"
         if not ours or not theirs:
             # (Clocks that could not be read void the verdict: ``_host_check``.)
@@ -400,11 +402,11 @@ class Judge:
         return by_clock.with_process_bias(PROCESS_BIAS)
 
     def _host_check(
-        self, reference: Side, candidate: Side, timings: dict[str, TimingStats]
-    ) -> dict[str, dict[str, PairedExcess]]:
+        self, reference: Ran, candidate: Ran, timings: dict[str, TimingStats]
+    ) -> dict[Part, dict[str, PairedExcess]]:
         """In-process timings must account for the host time the parent saw: the markers
         around each chunk's calls against the claimed median (``_clock_lie``: a clock that lies
-        is void), and the span's parts outside the calls (``OUTSIDE_PARTS``) against the
+        is void), and the span's parts outside the calls (``Part``) against the
         reference's pair by pair (``paired_excess``), each by host time (sees work of any kind)
         and by the worker's CPU time (little of the load's noise). Returns the excesses per call
         by part and clock, which the caller charges (none when the verdict is void; on a CPU not
@@ -415,8 +417,8 @@ class Judge:
         window = timings["candidate"].host_s
         spans = {
             clock: (
-                reference.conversation.outside("K", key),
-                candidate.conversation.outside("K", key),
+                reference.conversation.outside(Phase.PAIRS, key),
+                candidate.conversation.outside(Phase.PAIRS, key),
             )
             for clock, key in (("host time", "host"), ("CPU time", "cpu"))
         }
@@ -429,7 +431,11 @@ class Judge:
         # Like with like: chunk means of the claims (as the speedup counts the work) against
         # the markers, median over the chunks.
         claimed = statistics.median(
-            [sum(times) / len(times) for times in candidate.conversation.chunk_times("K") if times]
+            [
+                sum(times) / len(times)
+                for times in candidate.conversation.chunk_times(Phase.PAIRS)
+                if times
+            ]
             or [0.0]
         )
         lie = self._clock_lie(reference, candidate, claimed, window, calls)
@@ -437,7 +443,7 @@ class Judge:
             self.verdict.flag("timing", f"in-process timings disagree with {lie}")
             return {}
         theirs_cpu, theirs_host = spans["CPU time"][0], spans["host time"][0]
-        between = OUTSIDE_PARTS[1]
+        between = Part.BETWEEN
         if theirs_cpu is not None and theirs_host is not None and theirs_host[between]:
             typical = _quantile(theirs_host[between], BETWEEN_QUANTILE)
             theirs_cpu[between] = [typical] * len(theirs_cpu[between])
@@ -447,7 +453,7 @@ class Judge:
                 for clock, (theirs, ours) in spans.items()
                 if theirs is not None and ours is not None  # (checked above; for mypy)
             }
-            for part in OUTSIDE_PARTS
+            for part in Part
         }
         # Surely hidden: per part the larger 95% low end, the parts added.
         lows = {
@@ -469,7 +475,7 @@ class Judge:
         return excesses
 
     def _clock_lie(
-        self, reference: Side, candidate: Side, claimed: float, window: float, calls: int
+        self, reference: Ran, candidate: Ran, claimed: float, window: float, calls: int
     ) -> str | None:
         """The clock that the claimed seconds per call disagree with (``_too_fast``), in
         words; None when they agree. On a CPU, the worker's CPU clock between the markers, net
@@ -477,8 +483,8 @@ class Judge:
         outside the calls). On a GPU, host time (kernels run on no CPU clock)."""
         assert reference.conversation is not None and candidate.conversation is not None
         if self.settings.device == "cpu":
-            theirs = reference.conversation.cpu_rates("O")
-            ours = candidate.conversation.cpu_rates("K")
+            theirs = reference.conversation.cpu_rates(Phase.IDENTITY)
+            ours = candidate.conversation.cpu_rates(Phase.PAIRS)
             if not ours:
                 return "the worker's CPU clock: it could not be read"
             seen = max(statistics.median(ours) - min(theirs or [0.0]), 0.0)
@@ -494,7 +500,7 @@ class Judge:
             )
         return None
 
-    def _resources(self, candidate: Side) -> None:
+    def _resources(self, candidate: Ran) -> None:
         report, result = candidate.report, candidate.sandbox
         assert report is not None
         before, after = report.threads_before or 0, report.threads_after or 0
@@ -511,9 +517,9 @@ class Judge:
         conversation = candidate.conversation
         # On CUDA the driver's threads run beside the calls: these two are for the CPU.
         if conversation is not None and self.settings.device == "cpu":
-            chunks = len(conversation.chunk_times("K"))
+            chunks = len(conversation.chunk_times(Phase.PAIRS))
             # Exact: a worker on one CPU cannot spend more CPU time than host time.
-            cpu, host = conversation.span_cpu("K") or (0.0, 0.0)
+            cpu, host = conversation.span_cpu(Phase.PAIRS) or (0.0, 0.0)
             if cpu > host + SPAN_CPU_SLACK_S * max(chunks, 1):
                 self.verdict.flag(
                     "parallel",
@@ -523,7 +529,7 @@ class Judge:
                 )
             # While it waits, the reference's chunk runs on the same CPU: a thread of the
             # candidate's running then slows the reference's calls.
-            waiting = conversation.waiting_cpu("K")
+            waiting = conversation.waiting_cpu(Phase.PAIRS)
             if waiting is not None and waiting > WAITING_CPU_SLACK_S * (chunks + 1):
                 self.verdict.flag(
                     "parallel",
@@ -547,8 +553,8 @@ class Judge:
                 "waiting for its turns (the run is given one CPU)",
             )
 
-    def _huge_pages(self, reference: Side, candidate: Side) -> None:
-        """The workers run without transparent huge pages (worker ``_no_huge_pages``): a
+    def _huge_pages(self, reference: Ran, candidate: Ran) -> None:
+        """The workers run without transparent huge pages (worker ``layout.no_huge_pages``): a
         candidate that turned them back on, or hid what it holds, ran on memory the reference
         was not given."""
         theirs = reference.conversation.huge_pages if reference.conversation else None

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from maxcode.evaluate import ncu
 from maxcode.evaluate.integrity import Verdict
 from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
-from maxcode.evaluate.kernelbench.worker import NVTX_RANGE
+from maxcode.evaluate.kernelbench.worker.protocol import NVTX_RANGE, WorkerSpec
 from maxcode.tasks.model import Task
 from maxcode.types import Feedback, Roofline
 
@@ -43,14 +43,17 @@ def _measurer() -> tuple[str, str]:
     """What measures a task: the worker's own code (a new harness measures again) and torch's
     version. Read once per process, not on every round's lookup."""
     import importlib.metadata
-    import importlib.resources
 
-    worker = importlib.resources.files("maxcode.evaluate.kernelbench").joinpath("worker.py")
+    from maxcode.evaluate.kernelbench.runner import worker_modules
+
+    code = hashlib.sha256()
+    for module in worker_modules():
+        code.update(module.name.encode() + b"\0" + module.read_bytes())
     try:
         version = importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:
         version = ""
-    return hashlib.sha256(worker.read_bytes()).hexdigest(), version
+    return code.hexdigest(), version
 
 
 def _stored(key: tuple[str, str, str], kind: str) -> Path:
@@ -138,7 +141,7 @@ def cap_at_light(
 
 
 def with_kernel_metrics(
-    feedback: Feedback, runner: WorkerRunner, common: dict[str, Any], source: str, cache: Path
+    feedback: Feedback, runner: WorkerRunner, common: WorkerSpec, source: str, cache: Path
 ) -> Feedback:
     """The candidate's forward under Nsight Compute (a sandboxed run of its own, after the
     timed ones): its kernels with occupancy and throughput. Without ncu, or when ncu measures

@@ -1,5 +1,5 @@
-"""Sandboxed worker runs: the job folder, the secret seeds, one run of ``worker.py`` per role
-with its conversation on descriptor 3, and what the run left (``Side``)."""
+"""Sandboxed worker runs: the job folder, the secret seeds, one run of the ``worker`` package per
+role with its conversation on descriptor 3, and what the run left (``Ran``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import functools
 import hashlib
 import importlib.resources
 import importlib.util
-import json
 import os
 import re
 import secrets
@@ -17,9 +16,9 @@ import shutil
 import signal
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
 
 from maxcode.config import cache_dir
 from maxcode.errors import TaskError
@@ -27,7 +26,7 @@ from maxcode.evaluate.kernelbench.channel import Conversation
 from maxcode.evaluate.kernelbench.evidence import WorkerReport, read_report
 from maxcode.evaluate.kernelbench.schedule import TimedPlan
 from maxcode.evaluate.kernelbench.settings import CHECK_SEEDS, WARMUP_SEEDS, KernelBenchSettings
-from maxcode.evaluate.kernelbench.shared import SEGMENT_BYTES
+from maxcode.evaluate.kernelbench.worker.protocol import SEGMENT_BYTES, Phase, WorkerSpec
 from maxcode.evaluate.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
 from maxcode.evaluate.turns import gpu_turn
 from maxcode.tasks.kernelbench import reference_failure
@@ -46,7 +45,7 @@ class Seeds:
     """Secret seeds of one evaluation, each drawn on its own: the weights (in the spec: weights
     are not inputs), the warm-up inputs (in the spec), the checks (sent after warm-up). The
     timed calls' seeds are drawn per call by ``TimedPlan`` and sent per chunk. ``layout``
-    shifts both workers' address layouts alike (worker ``_fix_layout``): no secret, only a
+    shifts both workers' address layouts alike (worker ``layout.fix_layout``): no secret, only a
     draw per round."""
 
     init: int
@@ -78,25 +77,37 @@ class Job:
         os.chmod(folder, 0o755)
         write_readable(folder / "problem.py", task.reference)
         write_readable(folder / "candidate.py", candidate)
-        worker = importlib.resources.files("maxcode.evaluate.kernelbench").joinpath("worker.py")
-        write_readable(folder / "worker.py", worker.read_text(encoding="utf-8"))
-        return cls(folder, Seeds.fresh())
+        # The worker's package whole (the runs import it from there, none of maxcode's).
+        job = cls(folder, Seeds.fresh())
+        job.worker.mkdir(parents=True)
+        for made in (job.worker.parent, job.worker):
+            os.chmod(made, 0o755)
+        for module in worker_modules():
+            write_readable(job.worker / module.name, module.read_text(encoding="utf-8"))
+        return job
 
-    def spec(self, task: Task, settings: KernelBenchSettings) -> dict[str, Any]:
-        """What every run of this job reads: no seed of a checked or timed input."""
-        return {
-            "problem": str(self.folder / "problem.py"),
-            "candidate": str(self.folder / "candidate.py"),
-            "overrides": dict(task.extra.get("overrides") or {}),  # type: ignore[call-overload]
-            "device": settings.device,
-            "init_seed": self.seeds.init,
-            "warmup_seeds": self.seeds.warmup,
+    @property
+    def worker(self) -> Path:
+        """The worker's package in the job folder (``python3 -I -B WORKER ARGUMENT``)."""
+        return self.folder / "harness" / "worker"
+
+    def spec(self, task: Task, settings: KernelBenchSettings) -> WorkerSpec:
+        """What every run of this job reads: no seed of a checked or timed input (the role is
+        the run's: ``WorkerRunner.write_spec``)."""
+        return WorkerSpec(
+            role="",
+            problem=str(self.folder / "problem.py"),
+            candidate=str(self.folder / "candidate.py"),
+            overrides=dict(task.extra.get("overrides") or {}),  # type: ignore[call-overload]
+            device=settings.device,
+            init_seed=self.seeds.init,
+            warmup_seeds=list(self.seeds.warmup),
             **settings.worker_timing(),
-            "profile": settings.profile,
-            "backend": settings.kernel_backend(),
-            "timed": settings.timed,
-            "segment_bytes": SEGMENT_BYTES,
-        }
+            profile=settings.profile,
+            backend=settings.kernel_backend(),
+            timed=settings.timed,
+            segment_bytes=SEGMENT_BYTES,
+        )
 
     def again(self) -> Job:
         """The same folder with fresh seeds (another round of one evaluation)."""
@@ -107,7 +118,7 @@ class Job:
 
 
 @dataclass
-class Side:
+class Ran:
     """What one worker run left: its report, its sandbox result, its conversation (host
     stamps; its outputs went to the schedule's ``checked`` and ``kept``)."""
 
@@ -125,6 +136,15 @@ class Side:
     @property
     def ok(self) -> bool:
         return self.report is not None and self.report.stage == "ok" and self.checked
+
+
+def worker_modules() -> list[Traversable]:
+    """The modules of the worker's package, in order of their names."""
+    package = importlib.resources.files("maxcode.evaluate.kernelbench.worker")
+    return sorted(
+        (entry for entry in package.iterdir() if entry.name.endswith(".py")),
+        key=lambda entry: entry.name,
+    )
 
 
 @functools.cache
@@ -173,7 +193,7 @@ class WorkerRunner:
     def run(
         self,
         role: str,
-        spec: dict[str, Any],
+        spec: WorkerSpec,
         cache: Path,
         *,
         conversation: Conversation | None = None,
@@ -182,7 +202,7 @@ class WorkerRunner:
         collect: str | None = None,
         wall_s: float | None = None,
         exclusive: bool = True,
-    ) -> Side:
+    ) -> Ran:
         """One sandboxed worker run; ``conversation`` serves its descriptor 3, ``prefix`` goes
         before the interpreter (a profiler), ``readonly`` adds folders it must see,
         ``collect`` names a file it leaves behind, ``wall_s`` replaces the task's time limit
@@ -215,11 +235,11 @@ class WorkerRunner:
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    def write_spec(self, role: str, spec: dict[str, Any], name: str | None = None) -> Path:
+    def write_spec(self, role: str, spec: WorkerSpec, name: str | None = None) -> Path:
         """The spec file of a run of ``role`` in the job folder (named ``name``, else for
         the role)."""
         spec_path = self.job / f"{name or role}.json"
-        write_readable(spec_path, json.dumps({**spec, "role": role}))
+        write_readable(spec_path, replace(spec, role=role).dumps())
         return spec_path
 
     def limits(self, wall_s: float) -> Limits:
@@ -233,7 +253,7 @@ class WorkerRunner:
         )
 
     def pins_late(self) -> bool:
-        """Whether a worker pins itself to ``cpu`` once torch is loaded (worker ``_pin``)
+        """Whether a worker pins itself to ``cpu`` once torch is loaded (worker ``layout.pin``)
         rather than being pinned by the sandbox from its start: in an evaluation of one round
         on a CPU, so its two workers load torch side by side on two CPUs (a round takes about
         two thirds of the time, the spread the same). ``MAXCODE_PIN=start`` pins from the start.
@@ -257,11 +277,11 @@ class WorkerRunner:
         readonly: tuple[Path, ...] = (),
         on_start: Callable[[int], None] | None = None,
     ) -> SandboxResult:
-        """``worker.py ARGUMENT`` (a spec file, or ``worker.ZYGOTE``) sandboxed in
+        """The worker's package run with ``ARGUMENT`` (a spec file, or ``protocol.ZYGOTE``) in
         ``workdir``, until it ends: ``aux`` is its descriptor 3, ``cache`` its writable
         build folder."""
         cuda = self.settings.device == "cuda"
-        argv = [*prefix, sys.executable, "-I", "-B", str(self.job / "worker.py"), argument]
+        argv = [*prefix, sys.executable, "-I", "-B", str(self.job / "harness" / "worker"), argument]
         environment = _environment(cache, workdir, self.layout)
         late = self.pins_late()
         if late:
@@ -300,12 +320,12 @@ def _environment(cache: Path, workdir: Path, layout: int = 0) -> dict[str, str]:
         "MALLOC_MMAP_THRESHOLD_": str(MAPPED_BYTES),
         "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
         # Tensors of 2 MiB and more on a page boundary (the huge pages torch also asks for are
-        # off, worker ``_no_huge_pages``): where a buffer falls within its page otherwise
+        # off, worker ``layout.no_huge_pages``): where a buffer falls within its page otherwise
         # follows each process's heap history, up to 8% faster or slower for a whole worker.
         "THP_MEM_ALLOC_ENABLE": "1",
         "MAX_JOBS": "2",
     }
-    # The layout drawn for this round, the same for both sides (worker ``_fix_layout``).
+    # The layout drawn for this round, the same for both sides (worker ``layout.fix_layout``).
     environment["MAXCODE_LAYOUT_SEED"] = str(layout)
     passing = ("CUDA_VISIBLE_DEVICES", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST")
     for passed in passing:
@@ -314,16 +334,16 @@ def _environment(cache: Path, workdir: Path, layout: int = 0) -> dict[str, str]:
     return environment
 
 
-def read_side(workdir: Path, result: SandboxResult, conversation: Conversation | None) -> Side:
+def read_side(workdir: Path, result: SandboxResult, conversation: Conversation | None) -> Ran:
     report = read_report(workdir / "result.json")
     if isinstance(report, str):
-        return Side(None, False, result, conversation, problem=report)
+        return Ran(None, False, result, conversation, problem=report)
     if report is None or report.stage != "ok" or report.role not in ("reference", "candidate"):
-        return Side(report, False, result, conversation)
+        return Ran(report, False, result, conversation)
     if conversation is None or not conversation.checked:
         missing = "the worker sent no checked tensors"
-        return Side(report, False, result, conversation, problem=missing)
-    return Side(report, True, result, conversation)
+        return Ran(report, False, result, conversation, problem=missing)
+    return Ran(report, True, result, conversation)
 
 
 @contextlib.contextmanager
@@ -361,13 +381,13 @@ def _gpu_devices() -> list[str]:
     return [*found, "/dev/dri"] if found else []
 
 
-def check_reference(task: Task, side: Side, timed: bool = True) -> None:
+def check_reference(task: Task, side: Ran, timed: bool = True) -> None:
     """A reference that does not run (or whose run broke the protocol) is the task's error
     (``timed``: its timed calls must all have run too)."""
     report, result = side.report, side.sandbox
     conversation = side.conversation
     problem = side.problem or (conversation.problem if conversation is not None else None)
-    ran = conversation is not None and (conversation.complete("K") or not timed)
+    ran = conversation is not None and (conversation.complete(Phase.PAIRS) or not timed)
     if side.ok and problem is None and ran:
         return
     if report is not None and report.stage != "ok":
@@ -418,8 +438,8 @@ def last_line(text: str) -> str:
 
 __all__ = [
     "Job",
+    "Ran",
     "Seeds",
-    "Side",
     "TimedPlan",
     "WorkerRunner",
     "cache_folder",

@@ -33,11 +33,11 @@ from maxcode.evaluate.kernelbench.settings import (
     SAMPLED_OUTPUTS,
     TARGET,
 )
+from maxcode.evaluate.kernelbench.worker.protocol import Phase, Side
 from maxcode.evaluate.stats import PairedEstimate, chunk_pair_speedup
 
-REFERENCE, CANDIDATE = "reference", "candidate"
 OVERHEAD_CHUNKS = 4
-"""Chunks of the identity model (phase ``O``, the harness's own cost per call) at most."""
+"""Chunks of the identity model (``Phase.IDENTITY``, the harness's own cost per call) at most."""
 
 
 @dataclass(frozen=True)
@@ -201,30 +201,30 @@ class Schedule:
         """No timed chunk before the parent opens the window (``open``): the parent's own
         start-up (its import of torch, which the conversations need) must not fall into it."""
         self._turn = threading.Condition()
-        self._asked: set[str] = set()
-        self._gone: set[str] = set()
-        self._through: set[str] = set()
+        self._asked: set[Side] = set()
+        self._gone: set[Side] = set()
+        self._through: set[Side] = set()
         self._sized = False
-        self._busy: str | None = None
-        self._finished = {REFERENCE: 0, CANDIDATE: 0}
+        self._busy: Side | None = None
+        self._finished = {Side.REFERENCE: 0, Side.CANDIDATE: 0}
         self._stopped = False
-        self._phases: dict[str, list[int]] = {}
-        self.times: dict[str, list[list[float]]] = {REFERENCE: [], CANDIDATE: []}
+        self._phases: dict[Phase, list[int]] = {}
+        self.times: dict[Side, list[list[float]]] = {Side.REFERENCE: [], Side.CANDIDATE: []}
         """Per-call seconds of each K chunk per side, as the workers reported them."""
         self.started_ns: int | None = None
         """When the first timed chunk was granted (the timing window opens)."""
         self.stopped_ns: int | None = None
         """When the last pair ended (the window closes)."""
-        self.waited_ns = {REFERENCE: 0, CANDIDATE: 0}
+        self.waited_ns = {Side.REFERENCE: 0, Side.CANDIDATE: 0}
         """Time each side spent waiting for its turn (blocked on its socket)."""
-        self.order: list[tuple[str, str, int]] = []
+        self.order: list[tuple[Side, Phase, int]] = []
         """Every chunk granted, in order: (side, phase, chunk)."""
         self.kept = TimedOutputs()
         """The kept outputs of the timed calls of both sides, compared between chunks."""
         self.checked = CheckedOutputs()
         """The checked calls' outputs of both sides, compared as they come."""
 
-    def grant(self, side: str, phase: str, chunk: int) -> int:
+    def grant(self, side: Side, phase: Phase, chunk: int) -> int:
         asked = time.perf_counter_ns()
         with self._turn:
             if self._busy == side:
@@ -233,7 +233,7 @@ class Schedule:
                 # side's chunk on the shared CPU).
                 self._busy = None
                 self._turn.notify_all()
-            if phase == "K" and chunk == 0:
+            if phase == Phase.PAIRS and chunk == 0:
                 self._asked.add(side)
                 self._turn.notify_all()
             while True:
@@ -249,10 +249,10 @@ class Schedule:
             self.waited_ns[side] += time.perf_counter_ns() - asked
             return calls
 
-    def finish(self, side: str, phase: str, times: list[float]) -> None:
+    def finish(self, side: Side, phase: Phase, times: list[float]) -> None:
         """A chunk's outputs arrived (the floor stays the side's until it asks again)."""
         with self._turn:
-            if phase == "K":
+            if phase == Phase.PAIRS:
                 self.times[side].append(list(times))
                 self._finished[side] += 1
             self._turn.notify_all()
@@ -273,58 +273,58 @@ class Schedule:
         seeds wait for it, so its checked tensors are always held to the reference's sizes
         (sent early, they would come before there is a bound)."""
         with self._turn:
-            while not (self._sized or REFERENCE in self._gone):
+            while not (self._sized or Side.REFERENCE in self._gone):
                 self._turn.wait()
 
-    def through(self, side: str) -> None:
+    def through(self, side: Side) -> None:
         """``side`` is through the phases the other must wait idle for (the reference: its
         pairs and its identity model)."""
         with self._turn:
             self._through.add(side)
             self._turn.notify_all()
 
-    def gone(self, side: str) -> None:
+    def gone(self, side: Side) -> None:
         with self._turn:
             self._gone.add(side)
             if self._busy == side:
                 self._busy = None
             self._turn.notify_all()
 
-    def _decide(self, side: str, phase: str, chunk: int) -> int | None:
+    def _decide(self, side: Side, phase: Phase, chunk: int) -> int | None:
         """Calls of the chunk, 0 when the phase is over, None while the side must wait."""
         if side in self._gone:
             return 0
-        other = CANDIDATE if side == REFERENCE else REFERENCE
+        other = Side.CANDIDATE if side == Side.REFERENCE else Side.REFERENCE
         if self._busy is not None:
             return None
-        if phase != "K":
+        if phase != Phase.PAIRS:
             # The reference's baselines (identity model, torch.compile): after the pairs.
             if not (self._stopped or other in self._gone):
                 return None
             return self._baseline(phase, chunk)
-        if side == CANDIDATE:
-            if chunk < len(self.plan.chunks) and self._finished[REFERENCE] > chunk:
+        if side == Side.CANDIDATE:
+            if chunk < len(self.plan.chunks) and self._finished[Side.REFERENCE] > chunk:
                 return self.plan.chunks[chunk]
             # Told to stop only once the reference's baselines ran: until then the candidate
             # waits, idle, and cannot disturb them.
-            if REFERENCE in self._gone or (self._stopped and REFERENCE in self._through):
+            if Side.REFERENCE in self._gone or (self._stopped and Side.REFERENCE in self._through):
                 return 0
             return None
         if other in self._gone or self._stopped:
             return self._stop()
         if chunk == 0:
-            if CANDIDATE not in self._asked or not self._opened:
+            if Side.CANDIDATE not in self._asked or not self._opened:
                 return None
             calls = self.stopping.next_calls(self.plan.chunk, [], [], 0.0)
         else:
-            if self._finished[CANDIDATE] < chunk:
+            if self._finished[Side.CANDIDATE] < chunk:
                 return None
             elapsed = (time.perf_counter_ns() - (self.started_ns or 0)) / 1e9
             # Chunks sized on the reference's timed calls so far (a warm-up call, with its
             # first-touch page faults, can look several times slower than a timed one), and
             # on the window's seconds per call of either side so far (the sides take turns).
-            timed = [value for times in self.times[REFERENCE] for value in times]
-            made = len(timed) + sum(len(times) for times in self.times[CANDIDATE])
+            timed = [value for times in self.times[Side.REFERENCE] for value in times]
+            made = len(timed) + sum(len(times) for times in self.times[Side.CANDIDATE])
             self.plan.chunk = chunk_calls(
                 statistics.median(timed),
                 self.stopping.trials,
@@ -334,7 +334,7 @@ class Schedule:
                 span_s=elapsed / made if made else 0.0,
             )
             calls = self.stopping.next_calls(
-                self.plan.chunk, self.times[REFERENCE], self.times[CANDIDATE], elapsed
+                self.plan.chunk, self.times[Side.REFERENCE], self.times[Side.CANDIDATE], elapsed
             )
         if not calls:
             return self._stop()
@@ -348,10 +348,10 @@ class Schedule:
             self._turn.notify_all()
         return 0
 
-    def _baseline(self, phase: str, chunk: int) -> int:
+    def _baseline(self, phase: Phase, chunk: int) -> int:
         if phase not in self._phases:
             total = self.plan.trials
-            if phase == "O":
+            if phase == Phase.IDENTITY:
                 total = min(total, OVERHEAD_CHUNKS * self.plan.chunk)
             step = self.plan.chunk
             sizes = [min(step, total - first) for first in range(0, total, step)]
@@ -359,10 +359,10 @@ class Schedule:
         sizes = self._phases[phase]
         return sizes[chunk] if chunk < len(sizes) else 0
 
-    def baseline_first(self, phase: str, chunk: int) -> int:
+    def baseline_first(self, phase: Phase, chunk: int) -> int:
         """Position of the first call of chunk ``chunk`` of a baseline phase."""
         return sum(self._phases.get(phase, [])[:chunk])
 
     def estimate(self) -> PairedEstimate:
         with self._turn:
-            return chunk_pair_speedup(self.times[REFERENCE], self.times[CANDIDATE])
+            return chunk_pair_speedup(self.times[Side.REFERENCE], self.times[Side.CANDIDATE])

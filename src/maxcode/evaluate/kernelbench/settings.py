@@ -46,7 +46,7 @@ added to every KernelBench interval: a ratio between two processes that pairing 
 and more pairs cannot shrink. It is the spread fitted to identical candidates of the public
 level-1/2 problems, whose intervals from pairs alone missed 1.0 far more often than 5%
 (``docs/noise-log.md``), with each round's workers drawing their address layout afresh (worker
-``_fix_layout``). C++ and project timings start a process per round, so their intervals
+``layout.fix_layout``). C++ and project timings start a process per round, so their intervals
 already sample it."""
 OUTSIDE_BIAS = 0.065
 """Spread (relative to the reference's time) of a bias that lasts a whole worker process in

@@ -12,7 +12,7 @@ worker sealed: no process, the candidate's included, can change them after the s
 writable shared mapping left open makes the seal fail), so nothing the candidate leaves
 running can change an output while the parent reads it.
 
-Layout (the worker's ``_Pack`` lays it out, ``Pack.tensor`` checks it): tensors lie in
+Layout (the worker's ``channel.Pack`` lays it out, ``Pack.tensor`` checks it): tensors lie in
 segments of ``SEGMENT_BYTES`` (one memory file each; a worker's file-size limit bounds one
 file), each at a position in the concatenation of the segments, aligned to ``ALIGN``; a tensor
 that fits the rest of a segment lies in it, a larger one starts a fresh segment and fills as
@@ -31,12 +31,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-SEGMENT_BYTES = 256 << 20
-"""Bytes of one memory file (below a worker's file-size limit, runner ``_FILE_BYTES``)."""
-ALIGN = 64
-"""Alignment of each tensor's position (every dtype's, and a cache line)."""
-MOST_FILES = 250
-"""Memory files one message may carry (the kernel passes at most 253 descriptors at once)."""
+from maxcode.evaluate.kernelbench.worker.protocol import ALIGN, SEGMENT_BYTES
+
 WINDOW_BYTES = 16 << 20
 """Bytes of each side the parent maps at once."""
 SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE

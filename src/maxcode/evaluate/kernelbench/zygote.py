@@ -1,10 +1,10 @@
 """Zygotes: one sandboxed process per side for a whole evaluation, which imports torch once and
-forks that side's worker for each round (worker ``_zygote``).
+forks that side's worker for each round (worker ``zygote.serve``).
 
 Why. A round needs fresh worker processes (``rounds.py``: a bias that lasts a process is
 sampled only by new ones), and a fresh worker that imports torch spends seconds of CPU on the
 timing CPU: most of a round's start-up. A forked worker is a new process (its own pages from
-its first write, its own heap from there, its own layout shift, worker ``_forked_worker``) and
+its first write, its own heap from there, its own layout shift) and
 draws the process bias afresh as a fresh interpreter does (``benchmarks/process_bias.py``), so
 rounds after the first start in a fraction of a second.
 
@@ -38,14 +38,14 @@ from typing import Any
 from maxcode.evaluate.kernelbench.channel import Conversation
 from maxcode.evaluate.kernelbench.runner import (
     Job,
+    Ran,
     Seeds,
-    Side,
     WorkerRunner,
     cache_folder,
     read_side,
 )
 from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
-from maxcode.evaluate.kernelbench.worker import ZYGOTE
+from maxcode.evaluate.kernelbench.worker.protocol import ZYGOTE, WorkerSpec
 from maxcode.evaluate.sandbox import (
     Sandbox,
     SandboxResult,
@@ -113,9 +113,7 @@ class Zygote:
         if self._theirs.fileno() != -1:
             self._theirs.close()
 
-    def run(
-        self, spec: dict[str, Any], conversation: Conversation, wall_s: float, layout: int
-    ) -> Side:
+    def run(self, spec: WorkerSpec, conversation: Conversation, wall_s: float, layout: int) -> Ran:
         """One round's worker of this side: ``spec`` (the round's seeds), ``conversation`` on
         its descriptor 3, killed after ``wall_s``, its layout shifted by ``layout``."""
         self.forked += 1

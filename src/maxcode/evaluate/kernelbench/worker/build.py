@@ -1,0 +1,197 @@
+"""Loading the problem and the candidate (import = build of its extensions), lighter CUDA
+builds, and the compile check (``load_inline`` sources compiled, nothing loaded)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from .channel import Failure
+from .protocol import WorkerSpec
+
+
+def load_module(name: str, path: str, overrides: dict[str, int]) -> Any:
+    """Import the file at ``path`` as module ``name``: a real import from a real file (Triton
+    reads a ``@triton.jit`` kernel's source back from its module's file)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path} cannot be imported")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    for key, value in overrides.items():
+        if key in module.__dict__:
+            module.__dict__[key] = value
+    return module
+
+
+_TORCH_NAMES = ("torch", "ATen", "at::", "c10", "C10_", "TORCH_", "AT_", "pybind")
+"""Names that tie a CUDA source to torch's headers (``light_headers``)."""
+
+LIGHT_CUDA_HEADERS = ["#include <cuda.h>", "#include <cuda_runtime.h>"]
+"""What a CUDA source that names nothing of torch's gets in place of ``torch/types.h``."""
+
+
+def light_headers(cuda_sources: list[str]) -> bool:
+    """Whether ``cuda_sources`` can build without the ``torch/types.h`` that ``load_inline``
+    puts before them (they name nothing of torch's): that header is most of a small CUDA
+    extension's build time."""
+    return bool(cuda_sources) and not any(
+        name in source for source in cuda_sources for name in _TORCH_NAMES
+    )
+
+
+def light_cuda_builds() -> None:
+    """``load_inline`` builds CUDA sources that name nothing of torch's without torch's
+    implicit header (``light_headers``); should that fail, it builds them again as torch
+    would, so no source fails here that torch's own build accepts."""
+    import torch.utils.cpp_extension as extension
+
+    original = extension.load_inline
+
+    def load_inline(
+        name: str, cpp_sources: Any, cuda_sources: Any = None, *more: Any, **options: Any
+    ) -> Any:
+        cuda = _as_list(cuda_sources)
+        if more or options.get("no_implicit_headers") or not light_headers(cuda):
+            return original(name, cpp_sources, cuda_sources, *more, **options)
+        cpp = ["#include <torch/extension.h>", *_as_list(cpp_sources)]
+        light = {**options, "no_implicit_headers": True}
+        try:
+            return original(name, cpp, [*LIGHT_CUDA_HEADERS, *cuda], **light)
+        except Exception:
+            return original(name, cpp_sources, cuda_sources, **options)
+
+    extension.load_inline = load_inline
+
+
+# What torch's own CUDA extension builds pass to nvcc.
+_NVCC_FLAGS = [
+    "-D__CUDA_NO_HALF_OPERATORS__",
+    "-D__CUDA_NO_HALF_CONVERSIONS__",
+    "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+    "-D__CUDA_NO_HALF2_OPERATORS__",
+    "--expt-relaxed-constexpr",
+    "-Xcompiler",
+    "-fPIC",
+]
+
+
+def compile_check(spec: WorkerSpec, result: dict[str, Any]) -> None:
+    """Compile the sources of every ``load_inline`` call of the candidate without loading them
+    (for CUDA candidates on a machine with nvcc and no GPU): the call is recorded instead of
+    built, then its sources are written as torch writes them and compiled one by one."""
+    import shutil
+    import subprocess
+    import sysconfig
+
+    import torch
+    import torch.utils.cpp_extension as extension
+
+    calls: list[dict[str, Any]] = []
+
+    class _NotLoaded:
+        def __getattr__(self, name: str) -> Callable[..., Any]:
+            def refuse(*args: Any, **kwargs: Any) -> Any:
+                raise RuntimeError("compile check: the extension is built, not loaded")
+
+            return refuse
+
+    def record(name: str, cpp_sources: Any, cuda_sources: Any = None, **options: Any) -> Any:
+        calls.append({"name": name, "cpp": cpp_sources, "cuda": cuda_sources, **options})
+        return _NotLoaded()
+
+    extension.load_inline = record  # type: ignore[assignment]
+    try:
+        load_module("maxcode_candidate", spec.candidate, spec.overrides)
+    except SyntaxError as error:
+        message = f"candidate.py:{error.lineno}: syntax error: {error.msg}"
+        raise Failure("compile_error", message) from None
+    except BaseException as error:  # only fatal when nothing was recorded
+        if not calls:
+            message = f"{type(error).__name__}: {error}"
+            raise Failure("compile_error", message, traceback.format_exc(limit=-3)) from None
+    torch_root = os.path.dirname(torch.__file__)
+    includes = [
+        os.path.join(torch_root, "include"),
+        os.path.join(torch_root, "include", "torch", "csrc", "api", "include"),
+        sysconfig.get_paths()["include"],
+        spec.stubs,
+    ]
+    # torch's CUDA builds give every source the toolkit's headers (the C++ sources too).
+    found = os.path.realpath(shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc")
+    homes = [os.environ.get("CUDA_HOME", ""), os.path.dirname(os.path.dirname(found))]
+    includes += [
+        os.path.join(home, "include")
+        for home in [*homes, "/usr/local/cuda"]
+        if home and os.path.isfile(os.path.join(home, "include", "cuda_runtime_api.h"))
+    ][:1]
+    log: list[str] = []
+    checked: list[str] = []
+    for call in calls:
+        folder = os.path.join(os.getcwd(), "check", str(len(checked)))
+        os.makedirs(folder)
+        common = [f"-I{path}" for path in [*includes, *(call.get("extra_include_paths") or [])]]
+        common += [f"-DTORCH_EXTENSION_NAME={call['name']}", "-DTORCH_API_INCLUDE_EXTENSION_H"]
+        commands = []
+        cpp = _as_list(call["cpp"])
+        functions = call.get("functions")
+        if isinstance(functions, str):
+            functions = [functions]
+        if functions:
+            cpp += ["PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {"]
+            cpp += [f'm.def("{f}", torch::wrap_pybind_function({f}), "{f}");' for f in functions]
+            cpp += ["}"]
+        with open(os.path.join(folder, "main.cpp"), "w", encoding="utf-8") as handle:
+            handle.write("\n".join(["#include <torch/extension.h>", *cpp]))
+        compiler = os.environ.get("CXX", "g++")
+        cflags = list(call.get("extra_cflags") or [])
+        commands.append(
+            [compiler, "-fsyntax-only", "-std=c++20", "-fPIC", *common, *cflags, "main.cpp"]
+        )
+        cuda = _as_list(call["cuda"])
+        if cuda:
+            cuda_flags = list(call.get("extra_cuda_cflags") or [])
+            nvcc = ["nvcc", "-c", "cuda.cu", "-o", "cuda.o", "-std=c++20", *_NVCC_FLAGS]
+            commands.append([*nvcc, *common, *cuda_flags])
+        # As the GPU build (``light_cuda_builds``): light headers first, then torch's.
+        torch_headers = ["#include <torch/types.h>", *LIGHT_CUDA_HEADERS]
+        tries = [LIGHT_CUDA_HEADERS, torch_headers] if light_headers(cuda) else [torch_headers]
+        light = False
+        for command in commands:
+            for headers in tries if command[0] == "nvcc" else [[]]:
+                light = headers is LIGHT_CUDA_HEADERS
+                if headers:
+                    with open(os.path.join(folder, "cuda.cu"), "w", encoding="utf-8") as handle:
+                        handle.write("\n".join([*headers, *cuda]))
+                done = subprocess.run(
+                    command,
+                    cwd=folder,
+                    capture_output=True,
+                    text=True,
+                    errors="replace",
+                    check=False,
+                )
+                if done.returncode == 0:
+                    break
+            output = (done.stdout + done.stderr).strip()
+            if done.returncode != 0:
+                log.append(f"$ {' '.join(command[:3])} ... ({call['name']})\n{output}")
+                raise Failure(
+                    "compile_error",
+                    f"extension {call['name']!r} does not compile",
+                    "\n\n".join(log),
+                )
+        checked.append(f"{call['name']} without torch's headers" if light else call["name"])
+    result["checked"] = checked
+
+
+def _as_list(sources: Any) -> list[str]:
+    if sources is None:
+        return []
+    return [sources] if isinstance(sources, str) else [str(source) for source in sources]

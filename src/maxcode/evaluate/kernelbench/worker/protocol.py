@@ -1,0 +1,105 @@
+"""What the parent and the worker agree on (stdlib only: the worker imports no maxcode module):
+the spec a worker run reads, the names on descriptor 3, the layout of the memory files that
+carry tensors. Names are ``str`` enums, so they travel in JSON as their values."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
+
+CHANNEL_FD = 3
+"""The worker's end of its conversation with the parent."""
+ZYGOTE = "--zygote"
+"""The argument that starts the worker as a side's zygote instead of one run."""
+NVTX_RANGE = "maxcode_forward"
+"""The NVTX range around the one forward Nsight Compute profiles (role ``kernels``)."""
+SEGMENT_BYTES = 256 << 20
+"""Bytes of one memory file (below a worker's file-size limit, runner ``_FILE_BYTES``)."""
+ALIGN = 64
+"""Alignment of each tensor's position (every dtype's, and a cache line)."""
+MOST_FILES = 250
+"""Memory files one message may carry (the kernel passes at most 253 descriptors at once)."""
+
+
+class _Name(str, Enum):
+    def __str__(self) -> str:  # the value in messages and f-strings, on every Python
+        return str(self.value)
+
+
+class Phase(_Name):
+    """A run of timed chunks, named on the wire by one letter."""
+
+    PAIRS = "K"
+    """The program's calls, chunk by chunk in turn with the other side's (the reward)."""
+    IDENTITY = "O"
+    """The reference's identity model: the harness's own loop around a call."""
+    COMPILE = "C"
+    """``torch.compile`` of the reference (informational)."""
+
+
+class Side(_Name):
+    REFERENCE = "reference"
+    CANDIDATE = "candidate"
+
+
+class Part(_Name):
+    """A part of a chunk's span outside its calls, split at its ``begin`` and ``end`` markers."""
+
+    MAKING = "making the inputs"
+    BETWEEN = "between the calls"
+    SENDING = "sending the outputs"
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What one worker run reads from its spec file: no seed of a checked or timed input (those
+    come over descriptor 3, just in time)."""
+
+    role: str
+    """reference, candidate, build (import only: fills the build cache), kernels (one forward
+    under Nsight Compute) or compile_check (compile ``load_inline`` sources, load nothing)."""
+    problem: str
+    """The problem file (its ``Model``, ``get_inputs``, ``get_init_inputs``)."""
+    candidate: str
+    """The candidate file (its ``ModelNew``)."""
+    device: str
+    init_seed: int
+    """The seed of the weights (``get_init_inputs`` and the model's construction)."""
+    warmup_seeds: list[int]
+    """Seeds of the warm-up inputs."""
+    overrides: dict[str, int] = field(default_factory=dict)
+    """Module-level sizes of the problem and the candidate replaced at import (``--scale``)."""
+    backend: str = "cuda"
+    """The candidate's kernels: cuda or triton (Triton's launches are counted)."""
+    timed: bool = True
+    """False: checks only (a Triton candidate interpreted on a CPU)."""
+    warmup: int = 3
+    """Warm-up calls at most."""
+    warmup_s: float = float("inf")
+    """Seconds after which the warm-up stops at two calls."""
+    chunk_calls: int = 0
+    """Calls of the largest chunk (sizes the heap's reserve)."""
+    chunk_bytes: int = 0
+    """Bytes of the largest chunk's inputs and outputs."""
+    profile: bool = False
+    """One forward under ``torch.profiler`` after the timed calls."""
+    compile_baseline: bool = False
+    """The reference also times ``torch.compile`` of its model."""
+    roofline: bool = True
+    """The reference measures its work and this device's rates."""
+    segment_bytes: int = SEGMENT_BYTES
+    stubs: str = ""
+    """compile_check: the folder of the CUDA stub headers."""
+
+    def dumps(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def loads(cls, text: str) -> WorkerSpec:
+        """The spec in ``text`` (ValueError: not one)."""
+        raw = json.loads(text)
+        known = {item.name for item in fields(cls)}
+        if not isinstance(raw, dict) or not set(raw) <= known:
+            raise ValueError("a malformed worker spec")
+        return cls(**raw)

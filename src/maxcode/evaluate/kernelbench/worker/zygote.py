@@ -1,0 +1,208 @@
+"""A side's zygote: one process for a whole evaluation that imports torch once and forks the
+side's worker for each round, then kills whatever the round left."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+from .layout import call_libc, layout_draw, shift_layout
+from .main import main
+from .protocol import CHANNEL_FD
+
+_PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 4, 36
+
+
+def serve() -> int:
+    """One side's process for a whole evaluation: import torch once, then fork this side's
+    worker for each round ordered on descriptor 3 (a ``SOCK_SEQPACKET`` socket: the order as
+    JSON, ``spec``, ``folder``, ``layout``, ``wall_s``, ``cpu_s``, with the round's conversation
+    socket attached), answering once the round's processes are gone (``_serve_round``).
+
+    No code of the task runs here, and the workers cannot reach this process: it is not
+    dumpable, and it is their subreaper, so whatever a round leaves is killed before the next."""
+    import signal
+    import socket
+
+    import torch  # noqa: F401  (what every round's worker imports: once, here)
+
+    call_libc("prctl", _PR_SET_DUMPABLE, 0, 0, 0, 0)
+    call_libc("prctl", _PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    signal.signal(signal.SIGALRM, signal.SIG_IGN)
+    control = socket.socket(fileno=CHANNEL_FD)
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(control, 1 << 16, 1)
+        except OSError:
+            return 0
+        if not message:
+            return 0
+        answer = _serve_round(json.loads(message), fds, control)
+        control.send(json.dumps(answer).encode())
+
+
+def _serve_round(order: dict[str, Any], fds: list[int], control: Any) -> dict[str, Any]:
+    """Fork the round's worker, wait for it (killed at ``wall_s``), kill what it left, and
+    say how it ended: its wait status, whether its time ran out, its wall time, the CPU time
+    of every process of the round (the worker, its children, what they left) and the
+    worker's peak memory."""
+    import resource
+    import signal
+
+    if len(fds) != 1:
+        return {"problem": "no conversation socket came with the round"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    started = time.monotonic_ns()
+    pid = os.fork()
+    if pid == 0:
+        _forked_worker(order, fds[0], control)
+    os.close(fds[0])
+    expired = []
+
+    def expire(signum: int, frame: Any) -> None:
+        expired.append(True)
+        os.kill(pid, signal.SIGKILL)
+
+    signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, max(float(order["wall_s"]), 0.001))
+    _, status, usage = os.wait4(pid, 0)
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, signal.SIG_IGN)
+    wall_ns = time.monotonic_ns() - started
+    stragglers = _sweep()
+    _clear_private_tmp()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return {
+        "status": status,
+        "timed_out": bool(expired),
+        "wall_ns": wall_ns,
+        "cpu_us": int(cpu * 1e6),
+        "maxrss_kb": usage.ru_maxrss,
+        "stragglers": stragglers,
+    }
+
+
+def _forked_worker(order: dict[str, Any], conversation: int, control: Any) -> None:
+    """The round's worker, in the zygote's fork: the round's conversation as descriptor 3,
+    a folder of its own, its output there, the round's layout shift; then ``main``."""
+    try:
+        import resource
+        import signal
+
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        control.detach()  # descriptor 3: the conversation replaces it
+        os.dup2(conversation, CHANNEL_FD)
+        os.close(conversation)
+        call_libc("prctl", _PR_SET_DUMPABLE, 1, 0, 0, 0)
+        cpu_s = int(order["cpu_s"])
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
+        os.mkdir(order["folder"], 0o755)
+        os.chdir(order["folder"])
+        for fd, name in ((1, "stdout"), (2, "stderr")):
+            opened = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(opened, fd)
+            os.close(opened)
+        os.environ["MAXCODE_LAYOUT_SEED"] = str(int(order["layout"]))
+        _, pages, heap = layout_draw()
+        shift_layout(pages, heap)
+        main(order["spec"])
+    except BaseException:
+        traceback.print_exc()
+    os._exit(70)
+
+
+def _sweep() -> bool:
+    """Kill and reap every child this process has (a round's leftovers: as the subreaper,
+    every orphan of a round comes here), until none is left; whether there was any."""
+    import signal
+
+    killed = False
+    while True:
+        children = _children_of(os.getpid())
+        if not children:
+            break
+        killed = True
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in children:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+    while True:  # zombies no listing showed
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                break
+        except ChildProcessError:
+            break
+    return killed
+
+
+def _clear_private_tmp() -> None:
+    """Delete what a round left in its run's private ``/tmp`` (the sandbox's own tmpfs, which
+    the rounds of one zygote share), so the next round starts from none of it. Only a tmpfs
+    the sandbox's init mounted (named ``maxcode``), and never across a folder mounted inside
+    it (the job's, a build cache)."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as handle:
+            mounts = [line.split(" - ", 1) for line in handle]
+    except OSError:
+        return
+    for fields, rest in (pair for pair in mounts if len(pair) == 2):
+        target, source = fields.split()[4], rest.split()[1:2]
+        if target in ("/tmp", "/var/tmp") and source == ["maxcode"]:
+            try:
+                _clear_folder(target, os.lstat(target).st_dev)
+            except (OSError, RecursionError):
+                pass
+
+
+def _clear_folder(folder: str, device: int) -> None:
+    import stat
+
+    for entry in os.scandir(folder):
+        try:
+            info = os.lstat(entry.path)
+        except OSError:
+            continue
+        if info.st_dev != device:
+            continue  # a folder the sandbox mounted here
+        if stat.S_ISDIR(info.st_mode):
+            try:
+                os.chmod(entry.path, 0o700)
+                _clear_folder(entry.path, device)
+                os.rmdir(entry.path)
+            except OSError:
+                pass  # on the way to a mounted folder
+        else:
+            try:
+                os.unlink(entry.path)
+            except OSError:
+                pass
+
+
+def _children_of(parent: int) -> list[int]:
+    """Live children of ``parent``, from ``/proc``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                raw = handle.read()
+        except OSError:
+            continue
+        fields = raw[raw.rfind(b")") + 2 :].split()
+        if len(fields) > 1 and int(fields[1]) == parent and fields[0] != b"Z":
+            found.append(int(entry))
+    return found

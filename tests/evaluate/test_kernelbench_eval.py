@@ -670,7 +670,8 @@ def test_on_a_cpu_the_speed_of_light_is_reported_not_enforced() -> None:
     roofline = feedback.roofline
     assert feedback.correct and roofline is not None
     assert roofline.bytes == (2 * 8 * 8 + 4 * 1024 * 1024) * 4  # sizes stay at least 8
-    assert roofline.fraction is not None and roofline.fraction > 1.5
+    # Reported (a measured rate: how far past the floor is the machine's to say), never capped.
+    assert roofline.fraction is not None and roofline.fraction > 0
     assert not roofline.capped and not any("speed of light" in f for f in feedback.flags)
 
 

@@ -29,6 +29,13 @@ class Step:
     headers: dict[str, str] = field(default_factory=dict)
     raw_body: bytes | None = None
     usage: bool = True
+    together: int = 0
+    """Hold the reply until this many requests are in flight at once (at most ``TOGETHER_S``):
+    what a client that sends them side by side sees answered, one that sends them one by one
+    waits out."""
+
+
+TOGETHER_S = 10.0
 
 
 @dataclass
@@ -51,6 +58,10 @@ class FakeLLMServer:
         """When set, answers every request from its body (instead of the script)."""
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self._flight = threading.Condition(self._lock)
+        self.in_flight = 0
+        self.most_in_flight = 0
+        """The most requests the server held at once."""
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -74,6 +85,20 @@ class FakeLLMServer:
                         step = server.steps.popleft()
                     else:
                         step = server.default
+                    server.in_flight += 1
+                    server.most_in_flight = max(server.most_in_flight, server.in_flight)
+                    server._flight.notify_all()
+                    if step.together:
+                        server._flight.wait_for(
+                            lambda: server.in_flight >= step.together, timeout=TOGETHER_S
+                        )
+                try:
+                    self._answer(step, body)
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
+
+            def _answer(self, step: Step, body: dict[str, Any]) -> None:
                 if step.delay_s and server._stopping.wait(step.delay_s):
                     return
                 anthropic = self.path.rstrip("/").endswith("/messages")

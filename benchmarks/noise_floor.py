@@ -49,7 +49,7 @@ other process would add to the timed calls)."""
 MAKER = r"""
 import importlib.util, os, sys
 import torch
-from maxcode.evaluate.kernelbench.evaluator import timing_cpu
+from maxcode.evaluate.turns import timing_cpu
 os.sched_setaffinity(0, set(range(os.cpu_count() or 1)) - {timing_cpu()} or {timing_cpu()})
 torch.set_num_threads(1)
 spec = importlib.util.spec_from_file_location("problem", sys.argv[1])
@@ -70,7 +70,7 @@ import torch
 from maxcode.evaluate.kernelbench.schedule import Stopping, chunk_calls
 from maxcode.evaluate.stats import chunk_pair_speedup
 from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
-from maxcode.evaluate.kernelbench.evaluator import timing_cpu
+from maxcode.evaluate.turns import timing_cpu
 
 path, budget, made_how, target = sys.argv[1], float(sys.argv[2]), sys.argv[3], float(sys.argv[4])
 os.sched_setaffinity(0, {timing_cpu()})

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from maxcode.evaluate import evaluate_task
-from maxcode.evaluate.cpp import timing_cpu
 from maxcode.evaluate.integrity import void_findings
 from maxcode.evaluate.kernelbench.schedule import Schedule
+from maxcode.evaluate.turns import timing_cpu
 from maxcode.tasks import load_task
 from maxcode.types import Feedback
 from tests.helpers import (

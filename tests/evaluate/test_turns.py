@@ -19,8 +19,9 @@ import pytest
 
 from maxcode.errors import MaxcodeError
 from maxcode.evaluate import turns
-from maxcode.evaluate.cpp import evaluate_cpp, timing_cpu
+from maxcode.evaluate.cpp import evaluate_cpp
 from maxcode.evaluate.kernelbench.runner import device_turn
+from maxcode.evaluate.turns import timing_cpu
 from maxcode.tasks import load_task
 from maxcode.types import Feedback
 from tests.helpers import ECHO_SUM, write_problem, write_task

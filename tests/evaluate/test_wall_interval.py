@@ -11,14 +11,13 @@ import pytest
 
 from maxcode.evaluate import cpp, evaluate_cpp
 from maxcode.evaluate.cpp import (
-    REPORTED,
-    WALL_BUDGET_S,
     WALL_MAX_ROUNDS,
     WALL_MIN_BATCH,
     WALL_MIN_ROUNDS,
     _rounds_still_needed,
 )
 from maxcode.evaluate.stats import SpeedupInterval
+from maxcode.evaluate.turns import REPORTED, WALL_BUDGET_S
 from maxcode.tasks import load_task
 from tests.helpers import ECHO_SUM, write_task
 

@@ -9,7 +9,7 @@ from typing import cast
 from maxcode.errors import MaxcodeError
 from maxcode.evaluate.build import CompileResult, build_cpp
 from maxcode.evaluate.compare import Comparison, compare_output
-from maxcode.evaluate.cpp import evaluate_cpp, timing_budget_s
+from maxcode.evaluate.cpp import evaluate_cpp
 from maxcode.evaluate.kernelbench import (
     KernelBenchSettings,
     build_kernelbench,
@@ -18,6 +18,7 @@ from maxcode.evaluate.kernelbench import (
 )
 from maxcode.evaluate.kernelbench.rounds import reported_rounds
 from maxcode.evaluate.sandbox import Isolation, Limits, Sandbox, SandboxResult, detect_isolation
+from maxcode.evaluate.turns import timing_budget_s
 from maxcode.tasks import Task, load_task
 from maxcode.types import Feedback, Metric
 
@@ -69,7 +70,7 @@ def evaluate_task(
     ``check_scale``: a correct KernelBench candidate is also checked at the problem's sizes
     times this (untimed; wrong there is a ``shapes`` warning). ``reported``: the speedup is
     reported (``maxcode eval``, re-verification), not a screen of a search's candidate: timed
-    to a narrower interval (C++: within larger caps, ``cpp.REPORTED``; KernelBench: in
+    to a narrower interval (C++: within larger caps, ``turns.REPORTED``; KernelBench: in
     ``rounds`` rounds when given, else ``REPORTED_ROUNDS``, and with ``repeats`` unset more
     while they scatter, up to ``MOST_ROUNDS``; ``MAXCODE_MOST_ROUNDS`` caps both,
     ``rounds.reported_rounds``); project tasks time their fixed ``repeats`` either way."""

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
-from maxcode.config import cache_dir, positive_setting
+from maxcode.config import cache_dir
 from maxcode.errors import TaskError
 from maxcode.evaluate.build import BINARY_NAME, SOURCE_NAME, CompileResult, build_cpp
 from maxcode.evaluate.compare import compare_output
@@ -44,7 +44,7 @@ from maxcode.evaluate.integrity import Verdict, isolation_flags
 from maxcode.evaluate.profile import cpp_profile, parse_callgrind
 from maxcode.evaluate.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
 from maxcode.evaluate.stats import SpeedupInterval, exact, paired_speedup
-from maxcode.evaluate.turns import cpu_turn
+from maxcode.evaluate.turns import REPORTED, cpu_turn, timing_budget_s, timing_cpu, usable_cpus
 from maxcode.tasks.model import Task, TestCase
 from maxcode.types import (
     CppProfile,
@@ -69,15 +69,6 @@ WALL_MIN_BATCH = 4
 """The fewest rounds added at a time (each batch is one sandbox start)."""
 WALL_MAX_ROUNDS = 120
 """The most timed rounds of one evaluation."""
-WALL_BUDGET_S = 15.0
-"""Seconds of timing (both programs' runs, with each batch's sandbox start and each run's
-folder and launch) after which no further batch is started."""
-REPORTED = 4
-"""A speedup that is reported (``maxcode eval``, a search's re-verification), not a screen of
-a search's candidate, is timed to a quarter of the variance: ``WALL_PRECISION`` halved, the
-caps on rounds and seconds times four. Six evaluations of ``prime_sieve``'s reference as its
-own candidate at +-2% spread 1.022 (max/min; standard deviation 0.74%), over the 1.02 an
-equal program's number should stay within (``benchmarks/noise.py``)."""
 VALGRIND_SLOWDOWN = 60
 PROFILE_DUMP = "callgrind.out"
 _PROFILE_DUMP_CHARS = 32 << 20
@@ -683,32 +674,6 @@ def _failure_message(outcome: TestOutcome) -> str:
 
 def _median(samples: list[float]) -> float:
     return max(statistics.median(samples), TIMING_FLOOR_S)
-
-
-def timing_budget_s(reported: bool = False) -> float:
-    """Seconds of timed runs one evaluation may spend before it stops adding rounds:
-    ``MAXCODE_TIMING_BUDGET_S`` when set (a positive number), else ``WALL_BUDGET_S`` (times
-    ``REPORTED`` for a reported speedup)."""
-    default = WALL_BUDGET_S * REPORTED if reported else WALL_BUDGET_S
-    return positive_setting("MAXCODE_TIMING_BUDGET_S", float, default, "a number of seconds")
-
-
-def usable_cpus() -> list[int]:
-    """The CPUs this process may use, in order (all of the machine's where the platform cannot
-    say)."""
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return list(range(os.cpu_count() or 1))
-
-
-def timing_cpu() -> int | None:
-    """The CPU timed runs are pinned to: the last one this process may use."""
-    try:
-        allowed = sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return None
-    return allowed[-1] if len(allowed) > 1 else None
 
 
 def _stderr_excerpt(result: SandboxResult) -> str:

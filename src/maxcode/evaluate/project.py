@@ -44,11 +44,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from maxcode.errors import MaxcodeError, TaskError
-from maxcode.evaluate.cpp import CPU_SLACK, CPU_SLACK_S, VALGRIND_ARGS, _count, timing_cpu
+from maxcode.evaluate.cpp import CPU_SLACK, CPU_SLACK_S, VALGRIND_ARGS, _count
 from maxcode.evaluate.integrity import Verdict, isolation_flags
 from maxcode.evaluate.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
 from maxcode.evaluate.stats import paired_speedup
-from maxcode.evaluate.turns import cpu_turn
+from maxcode.evaluate.turns import cpu_turn, timing_cpu
 from maxcode.tasks.model import Task
 from maxcode.tasks.project import (
     SKIPPED,

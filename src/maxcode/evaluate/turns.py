@@ -1,4 +1,5 @@
-"""Turns: the CPU a timed window runs on, one evaluation at a time, whichever process asks.
+"""Turns: the CPU a timed window runs on, one evaluation at a time, whichever process asks;
+which CPU that is, and how many seconds of timing one evaluation may spend (every kind).
 
 Two evaluations timing on one CPU at once share it call by call, and each sees the other's
 slices in its host time: in the suite on two workers beside a spinning core (2026-11-29), an
@@ -23,7 +24,19 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from maxcode.config import positive_setting
 from maxcode.errors import MaxcodeError
+
+WALL_BUDGET_S = 15.0
+"""Seconds of timing (both programs' runs, with each batch's sandbox start and each run's
+folder and launch) after which no further batch is started."""
+REPORTED = 4
+"""A speedup that is reported (``maxcode eval``, a search's re-verification), not a screen of
+a search's candidate, is timed to a quarter of the variance: C++'s ``WALL_PRECISION`` halved, the
+caps on rounds and seconds times four. Six evaluations of ``prime_sieve``'s reference as its
+own candidate at +-2% spread 1.022 (max/min; standard deviation 0.74%), over the 1.02 an
+equal program's number should stay within (``benchmarks/noise.py``)."""
+
 
 TURNS = Path("/tmp/maxcode-turns")
 """Where the CPUs' and GPUs' lock files are (every user's evaluations share the turns)."""
@@ -67,3 +80,29 @@ def gpu_turn(gpu: str) -> Iterator[None]:
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", gpu)
     with exclusive(TURNS / f"gpu-{name}.lock", "the GPU's turn"):
         yield
+
+
+def timing_budget_s(reported: bool = False) -> float:
+    """Seconds of timed runs one evaluation may spend before it stops adding rounds:
+    ``MAXCODE_TIMING_BUDGET_S`` when set (a positive number), else ``WALL_BUDGET_S`` (times
+    ``REPORTED`` for a reported speedup)."""
+    default = WALL_BUDGET_S * REPORTED if reported else WALL_BUDGET_S
+    return positive_setting("MAXCODE_TIMING_BUDGET_S", float, default, "a number of seconds")
+
+
+def usable_cpus() -> list[int]:
+    """The CPUs this process may use, in order (all of the machine's where the platform cannot
+    say)."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return list(range(os.cpu_count() or 1))
+
+
+def timing_cpu() -> int | None:
+    """The CPU timed runs are pinned to: the last one this process may use."""
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+    return allowed[-1] if len(allowed) > 1 else None

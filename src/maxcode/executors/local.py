@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from maxcode.evaluate import Sandbox, evaluate_task, prebuild_task
-from maxcode.evaluate.cpp import usable_cpus
+from maxcode.evaluate.turns import usable_cpus
 from maxcode.executors.base import EvalJob, Executor, sandbox_for
 from maxcode.types import Feedback
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from maxcode.errors import MaxcodeError
-from maxcode.evaluate.cpp import usable_cpus
+from maxcode.evaluate.turns import usable_cpus
 from maxcode.executors.base import EvalJob, Executor
 from maxcode.types import Feedback
 

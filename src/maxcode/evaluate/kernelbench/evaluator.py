@@ -48,7 +48,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from maxcode.errors import MaxcodeError, TaskError
-from maxcode.evaluate.cpp import timing_cpu
 from maxcode.evaluate.integrity import finding
 from maxcode.evaluate.kernelbench import roofline, rounds
 from maxcode.evaluate.kernelbench.backends import check_backend
@@ -70,7 +69,7 @@ from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
 from maxcode.evaluate.kernelbench.worker.protocol import Part, Phase, Side, WorkerSpec
 from maxcode.evaluate.kernelbench.zygote import ROUNDS_PER_PAIR, Zygotes
 from maxcode.evaluate.sandbox import Sandbox, hidden_from_others
-from maxcode.evaluate.turns import cpu_turn
+from maxcode.evaluate.turns import cpu_turn, timing_cpu
 from maxcode.tasks.kernelbench import rescaled
 from maxcode.tasks.model import Task
 from maxcode.tasks.scaling import Scaling

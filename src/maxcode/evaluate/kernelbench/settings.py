@@ -133,8 +133,8 @@ class KernelBenchSettings:
     def stopping(self) -> Stopping:
         """How many timed calls: CUDA takes at least 100, as KernelBench does; the timing
         window's seconds are also capped by ``MAXCODE_TIMING_BUDGET_S`` (as a C++ program's)."""
-        from maxcode.evaluate.cpp import timing_budget_s
         from maxcode.evaluate.kernelbench.schedule import Stopping
+        from maxcode.evaluate.turns import timing_budget_s
 
         low, high = (100, 20_000) if self.device == "cuda" else (10, 20_000)
         return Stopping(self.trials, low, high, min(self.budget_s, timing_budget_s()))

@@ -89,9 +89,19 @@ def test_auto_is_resolved_and_stored_with_the_run(tmp_path: Path) -> None:
 def test_the_command_lines_choices_are_the_configs() -> None:
     from typing import get_args
 
-    from maxcode.cli import ISOLATION_NAMES
-    from maxcode.search.config import ISOLATION_CHOICES, SearchConfig
+    import click
 
-    assert ISOLATION_NAMES == ISOLATION_CHOICES
+    from maxcode.cli import main
+    from maxcode.evaluate.sandbox import ISOLATION_CHOICES, Isolation
+    from maxcode.search.config import SearchConfig
+
+    # One definition: the levels, "auto" before them, and every place that lists them.
+    assert ("auto", *get_args(Isolation)) == ISOLATION_CHOICES
     annotation = SearchConfig.model_fields["isolation"].annotation
     assert get_args(annotation) == ISOLATION_CHOICES
+    assert isinstance(main, click.Group)
+    for name in ("eval", "optimize", "bench"):
+        command = main.commands[name]
+        (option,) = [p for p in command.params if p.name == "isolation"]
+        assert isinstance(option.type, click.Choice)
+        assert tuple(option.type.choices) == ISOLATION_CHOICES, name

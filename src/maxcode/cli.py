@@ -19,6 +19,7 @@ import click
 
 from maxcode import __version__
 from maxcode.errors import MaxcodeError
+from maxcode.evaluate.sandbox import ISOLATION_CHOICES
 from maxcode.search.config import METHODS as METHOD_NAMES
 from maxcode.search.config import SearchConfig
 from maxcode.types import Feedback
@@ -94,7 +95,6 @@ TOLERANCE_OPTION = click.option(
 )
 
 
-ISOLATION_NAMES = ("auto", "bwrap", "unshare", "rlimits")
 """``SearchConfig.isolation``'s choices (kept here so that the command line starts without
 importing the search; a test checks they agree)."""
 
@@ -105,7 +105,7 @@ def _isolation_options(default: str | None) -> list[Callable[[F], F]]:
     return [
         click.option(
             "--isolation",
-            type=click.Choice(list(ISOLATION_NAMES)),
+            type=click.Choice(list(ISOLATION_CHOICES)),
             default=default,
             show_default=default is not None,
             envvar="MAXCODE_ISOLATION",

@@ -17,7 +17,13 @@ from maxcode.evaluate.kernelbench import (
     needs_build,
 )
 from maxcode.evaluate.kernelbench.rounds import reported_rounds
-from maxcode.evaluate.sandbox import Isolation, Limits, Sandbox, SandboxResult, detect_isolation
+from maxcode.evaluate.sandbox import (
+    ISOLATION_CHOICES,
+    Limits,
+    Sandbox,
+    SandboxResult,
+    detect_isolation,
+)
 from maxcode.evaluate.turns import timing_budget_s
 from maxcode.tasks import Task, load_task
 from maxcode.types import Feedback, Metric
@@ -186,11 +192,10 @@ def evaluate(
     exactly ``rounds`` when given)."""
     if metric not in ("wall", "instructions", "printed"):
         raise MaxcodeError(f"unknown metric {metric!r} (wall, instructions or printed)")
-    if isolation not in ("auto", "bwrap", "unshare", "rlimits"):
+    if isolation not in ISOLATION_CHOICES:
         raise MaxcodeError(f"unknown isolation {isolation!r}")
     # The sandbox first: a refused level is the user's to fix before anything is loaded.
-    level = cast(Isolation, isolation) if isolation != "auto" else "auto"
-    sandbox = Sandbox(level, unsafe_ok=unsafe_isolation)
+    sandbox = Sandbox(isolation, unsafe_ok=unsafe_isolation)
     task = load_task(task_spec, pie_tests, scale)
     chose = device == "auto" and task.kind == "kernelbench"
     if device == "auto":

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from maxcode.evaluate.sandbox import SAFE_LEVELS
 from maxcode.types import ErrorInfo, ErrorKind, Feedback, Metric
 
 Consequence = Literal["void", "warn"]
@@ -193,7 +194,7 @@ def apply_policy(feedback: Feedback) -> Feedback:
 def isolation_flags(isolation: str, accepted: bool = False) -> list[str]:
     """Findings about the sandbox level itself: ``bwrap`` and ``unshare`` keep expected
     outputs private and runs stateless; ``rlimits`` does not (void unless the user opted in)."""
-    if isolation in ("bwrap", "unshare"):
+    if isolation in SAFE_LEVELS:
         return []
     what = f"{isolation} only: expected outputs readable, state may survive between runs"
     if accepted:

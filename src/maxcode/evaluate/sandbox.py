@@ -44,11 +44,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from maxcode.errors import MaxcodeError
 
 Isolation = Literal["bwrap", "unshare", "rlimits"]
+"""The isolation levels, strongest first (the one definition of their names)."""
+IsolationChoice = Literal["auto", Isolation]
+"""A level, or ``auto``: the strongest that works here (never a weaker one silently)."""
+ISOLATION_LEVELS: tuple[Isolation, ...] = get_args(Isolation)
+ISOLATION_CHOICES: tuple[IsolationChoice, ...] = ("auto", *ISOLATION_LEVELS)
 LimitHit = Literal["wall", "cpu", "memory", "output"]
 
 _UID_BASE = 10_000_000
@@ -245,9 +250,7 @@ class Sandbox:
     ``unsafe_ok``: the user accepted a level outside ``SAFE_LEVELS`` (``--unsafe-isolation``);
     without it such a level is refused here, so a weaker sandbox is never chosen silently."""
 
-    def __init__(
-        self, isolation: Isolation | Literal["auto"] = "auto", *, unsafe_ok: bool = False
-    ) -> None:
+    def __init__(self, isolation: IsolationChoice = "auto", *, unsafe_ok: bool = False) -> None:
         self.isolation: Isolation = detect_isolation() if isolation == "auto" else isolation
         self.unsafe_ok = unsafe_ok
         require_safe(self.isolation, unsafe_ok)

@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from maxcode.evaluate.sandbox import ISOLATION_CHOICES
     from maxcode.search.api import (
         RunSummary,
         new_run,
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
         summarize,
     )
     from maxcode.search.config import (
-        ISOLATION_CHOICES,
         MAXCODE_PARTS,
         METHODS,
         PARTS,
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 _WHERE = {
     "Critic": "maxcode.search.critique",
     "Expansion": "maxcode.search.methods",
-    "ISOLATION_CHOICES": "maxcode.search.config",
+    "ISOLATION_CHOICES": "maxcode.evaluate.sandbox",
     "LLMCritic": "maxcode.search.critique",
     "MAXCODE_PARTS": "maxcode.search.config",
     "METHODS": "maxcode.search.config",

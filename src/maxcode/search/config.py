@@ -8,10 +8,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from maxcode.errors import MaxcodeError
+from maxcode.evaluate.sandbox import IsolationChoice
 
 MethodName = Literal["best-of-n", "effi-learner", "cuda-llm", "beam", "tree"]
-IsolationChoice = Literal["auto", "bwrap", "unshare", "rlimits"]
-ISOLATION_CHOICES: tuple[str, ...] = ("auto", "bwrap", "unshare", "rlimits")
 METHODS: tuple[str, ...] = ("best-of-n", "effi-learner", "cuda-llm", "beam", "tree")
 PARTS: tuple[str, ...] = ("feedback", "trajectory", "critique", "best")
 MAXCODE_PARTS: tuple[str, ...] = ("trajectory", "critique", "best")

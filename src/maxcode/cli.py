@@ -17,12 +17,11 @@ from typing import Any, ClassVar, TypeVar
 
 import click
 
-from maxcode import __version__
+from maxcode import __version__, console
 from maxcode.errors import MaxcodeError
 from maxcode.evaluate.sandbox import ISOLATION_CHOICES
 from maxcode.search.config import METHODS as METHOD_NAMES
 from maxcode.search.config import SearchConfig
-from maxcode.types import Feedback
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -264,7 +263,7 @@ def eval_command(
     if as_json:
         click.echo(json.dumps(feedback.model_dump(mode="json")))
     else:
-        _print_feedback(feedback)
+        console.print_feedback(feedback)
 
 
 @main.command("doctor")
@@ -471,17 +470,17 @@ def optimize_command(
             given, flags, config_file, maxcode_variant, observation, base_url
         )
         config = make_config(settings)
-        resume_id = new_run(store, task, config, say=_say)
-        _say(f"run {resume_id}: {task} with {config.method}")
+        resume_id = new_run(store, task, config, say=console.say)
+        console.say(f"run {resume_id}: {task} with {config.method}")
     else:
-        _say(f"resuming run {resume_id}")
+        console.say(f"resuming run {resume_id}")
     try:
         summary = run_search(
             store,
             resume_id,
             base_url=base_url,
             output=output,
-            on_step=_step_printer(),
+            on_step=console.step_printer(),
             budget_overrides={name: flags[name] for name in flags if name.startswith("max_")},
         )
     except KeyboardInterrupt:
@@ -513,14 +512,9 @@ def optimize_command(
         f"{summary.evaluations} evaluations, {summary.llm_calls} LLM calls, "
         f"{summary.prompt_tokens + summary.completion_tokens} tokens, cost {cost}"
     )
-    click.echo(f"isolation {_isolation_text(summary.isolation, summary.unsafe_isolation)}")
+    click.echo(f"isolation {console.isolation_text(summary.isolation, summary.unsafe_isolation)}")
     for voided in summary.void:
         click.echo(f"void: node {voided['node']}: {voided['reason']}")
-
-
-def _isolation_text(level: str, unsafe: bool) -> str:
-    text = level or "unknown"
-    return text + " (unsafe, accepted with --unsafe-isolation)" if unsafe else text
 
 
 def _search_settings(
@@ -587,7 +581,14 @@ def bench_command(
     **flags: Any,
 ) -> None:
     """Run each --method on each task of TASKS with the same budget and compare them."""
-    from maxcode.bench import bench_table, bench_void, expand_suite, new_bench, run_bench
+    from maxcode.bench import (
+        bench_json,
+        bench_table,
+        bench_void,
+        expand_suite,
+        new_bench,
+        run_bench,
+    )
     from maxcode.store import open_store
 
     store = open_store(store_path)
@@ -603,10 +604,12 @@ def bench_command(
         )
         settings.pop("method", None)
         bench_id = new_bench(store, expand_suite(list(tasks)), list(methods), settings, trials)
-        _say(f"bench {bench_id}: {len(tasks)} task argument(s), methods {', '.join(methods)}")
+        console.say(
+            f"bench {bench_id}: {len(tasks)} task argument(s), methods {', '.join(methods)}"
+        )
 
     def progress(summary: Any) -> None:
-        _say(
+        console.say(
             f"run {summary.run_id} {summary.task} {summary.method}: {summary.status}, "
             f"best {summary.best_speedup:.2f}x, {summary.evaluations} evaluations"
         )
@@ -618,23 +621,14 @@ def bench_command(
             f"interrupted; everything so far is kept: maxcode bench --resume {bench_id}", err=True
         )
         sys.exit(130)
-    bench = store.get_bench(bench_id)
+    bench = store.get_bench(bench_id)  # the whole id (--resume takes a prefix)
     assert bench is not None
-    rows, per_task = bench_table(store, bench.bench_id)
-    void = bench_void(store, bench.bench_id)
+    bench_id = bench.bench_id
     if as_json:
-        payload = {
-            "bench_id": bench.bench_id,
-            "tasks": bench.tasks,
-            "methods": [row.as_json() for row in rows],
-            "per_task": per_task,
-            "isolation": sorted({level for row in rows for level in row.isolation}),
-            "unsafe_isolation": any(row.unsafe_isolation for row in rows),
-            "void": [result.as_json() for result in void],
-        }
-        click.echo(json.dumps(payload))
+        click.echo(json.dumps(bench_json(store, bench_id)))
         return
-    _print_bench(bench.bench_id, rows, void)
+    rows, _ = bench_table(store, bench_id)
+    console.print_bench(bench_id, rows, bench_void(store, bench_id))
 
 
 @main.command("report")
@@ -660,7 +654,7 @@ def report_command(
         output.write_text(html, encoding="utf-8")
     except OSError as error:
         raise MaxcodeError(f"cannot write {output}: {error.strerror or error}") from None
-    _say(f"wrote {output}")
+    console.say(f"wrote {output}")
 
 
 @main.group("rtg")
@@ -683,7 +677,9 @@ def rtg_export_command(
     rows = export_rows(open_store(store_path), list(run_ids), gamma)
     write_jsonl(rows, output)
     splits = {split: sum(row["split"] == split for row in rows) for split in ("train", "test")}
-    _say(f"wrote {len(rows)} rows to {output} ({splits['train']} train, {splits['test']} test)")
+    console.say(
+        f"wrote {len(rows)} rows to {output} ({splits['train']} train, {splits['test']} test)"
+    )
 
 
 @rtg_group.command("train")
@@ -702,10 +698,10 @@ def rtg_train_command(data: Path, output: Path, base: str | None, epochs: int) -
         from maxcode.rtg.lora import train_lora
 
         train_lora(rows, base, output, epochs=epochs)
-        _say(f"fine-tuned {base} with LoRA on {len(rows)} rows; adapter saved to {output}")
+        console.say(f"fine-tuned {base} with LoRA on {len(rows)} rows; adapter saved to {output}")
         return
     LightModel.train(rows).save(output)
-    _say(f"trained the light model on {len(rows)} rows; saved to {output}")
+    console.say(f"trained the light model on {len(rows)} rows; saved to {output}")
 
 
 @rtg_group.command("eval")
@@ -748,235 +744,19 @@ def rtg_eval_command(
     click.echo(f"{int(quality['groups'])} groups of sibling candidates")
 
 
-def _print_bench(bench_id: str, rows: list[Any], void: list[Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    budget = next((row.max_evals for row in rows if row.max_evals), None)
-    trials = max((row.trials for row in rows), default=1)
-    title = f"bench {bench_id}: {budget or '?'} evaluations per run for every method"
-    if trials > 1:
-        title += f"; ± is the standard deviation over {trials} trials"
-    table = Table(title=title, title_justify="left")
-    columns = ["method", "tasks", "mean", "unverified", "geomean", "correct"]
-    columns += [
-        "fast_0",
-        "fast_1",
-        "fast_1.1",
-        "fast_1.5",
-        "fast_2",
-        "rank",
-        "evals/run",
-        "tokens",
-        "cost",
-        "void",
-        "isolation",
-    ]
-    for column in columns:
-        table.add_column(column, justify="left" if column == "method" else "right")
-
-    def spread(row: Any, key: str, text: str, percent: bool = False) -> str:
-        value = row.spread.get(key, 0.0)
-        if trials <= 1:
-            return text
-        return text + (f" ±{value:.0%}" if percent else f" ±{value:.2f}")
-
-    for row in rows:
-        cost = "?" if row.cost_usd is None else f"${row.cost_usd:.4f}"
-        fast = [
-            spread(row, "fast_" + p, f"{row.fast_p.get('fast_' + p, 0.0):.0%}", percent=True)
-            for p in ("0", "1", "1.1", "1.5", "2")
-        ]
-        table.add_row(
-            row.label, str(row.tasks),
-            spread(row, "mean_speedup", f"{row.mean_speedup:.2f}x"),
-            spread(row, "unverified_mean_speedup", f"{row.unverified_mean_speedup:.2f}x"),
-            spread(row, "geomean_speedup", f"{row.geomean_speedup:.2f}x"),
-            spread(row, "correct", f"{row.correct:.0%}", percent=True),
-            *fast, f"{row.average_rank:.2f}",
-            f"{row.evaluations_per_run:.1f}/{row.max_evals or '?'}",
-            str(row.tokens), cost, str(row.void),
-            _isolation_text(", ".join(row.isolation), row.unsafe_isolation),
-        )  # fmt: skip
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=200)  # a pipe or a file gets the whole table, not 80 columns
-    console.print(table)
-    per_task = Table(title="Per task: each trial's result", title_justify="left")
-    per_task.add_column("task")
-    for row in rows:
-        per_task.add_column(row.label)
-    tasks = sorted({task for row in rows for task in row.results})
-    for task in tasks:
-        per_task.add_row(task, *("; ".join(row.results.get(task, [])) for row in rows))
-    if tasks:
-        console.print(per_task)
-    for result in void:
-        claimed = f" (measured {result.claimed_speedup:.2f}x)" if result.claimed_speedup else ""
-        console.print(
-            f"void: {result.task} {result.label} run {result.run_id} node {result.node}"
-            f"{claimed}: {result.reason}",
-            markup=False,
-            highlight=False,
-        )
-    unfinished = sum(row.unfinished for row in rows)
-    if unfinished:
-        _say(f"{unfinished} run(s) did not finish; see maxcode runs")
-
-
-def _say(line: str) -> None:
-    click.echo(line, err=True)
-
-
-def _step_printer() -> Callable[[Any], None]:
-    """Progress after each step, on stderr: colour on a terminal, plain lines otherwise."""
-    from rich.console import Console
-
-    console = Console(stderr=True, highlight=False)
-
-    def show(report: Any) -> None:
-        cost = "?" if report.cost_usd is None else f"${report.cost_usd:.4f}"
-        line = (
-            f"step {report.step}/{report.steps}: {report.proposed} proposed, "
-            f"{report.evaluations} evaluations, best {report.best_speedup:.2f}x, "
-            f"{report.llm_calls} LLM calls, {report.tokens} tokens, {cost}"
-        )
-        if console.is_terminal:
-            console.print(f"[bold]{line}[/]")
-        else:
-            click.echo(line, err=True)
-
-    return show
-
-
-def _run_result_json(store: Any, run: Any) -> dict[str, Any]:
-    """A run's reported result for ``runs``: the speedup it stands behind, its interval, and
-    whether a re-verification confirmed it (``maxcode.search.results``)."""
-    from maxcode.search.results import run_result
-
-    result = run_result(store, run)
-    return {
-        "speedup": result.speedup,
-        "speedup_interval": list(result.interval) if result.interval else None,
-        "verified": result.verified,
-        "result_text": result.text(),
-    }
-
-
 @main.command("runs")
 @STORE_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def runs_command(store_path: Path | None, as_json: bool) -> None:
     """List the runs in the store."""
-    from maxcode.search import run_isolation
+    from maxcode.search.results import runs_json
     from maxcode.store import open_store
 
-    store = open_store(store_path)
-    rows = []
-    for run in store.list_runs():
-        usage = store.usage(run.run_id)
-        rows.append(
-            {
-                "run_id": run.run_id,
-                "task": run.task_name,
-                "method": run.method,
-                "status": run.status,
-                "best_speedup": run.best_speedup,
-                **_run_result_json(store, run),
-                "evaluations": store.count_evaluations(run.run_id),
-                "steps": run.steps_done,
-                "created_at": run.created_at,
-                "message": run.message,
-                "isolation": run_isolation(run),
-                "unsafe_isolation": run.unsafe_isolation,
-                "void": [result.as_json() for result in store.void_results(run.run_id)],
-                **usage,
-            }
-        )
+    rows = runs_json(open_store(store_path))
     if as_json:
         click.echo(json.dumps({"runs": rows}))
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table()
-    columns = ("run", "task", "method", "status", "result", "evals", "void", "calls", "cost")
-    for column in (*columns, "isolation"):
-        table.add_column(column)
-    for row in rows:
-        cost = "?" if row["cost_usd"] is None else f"${row['cost_usd']:.4f}"
-        table.add_row(
-            row["run_id"], row["task"], row["method"], row["status"],
-            row["result_text"], str(row["evaluations"]), str(len(row["void"])),
-            str(row["llm_calls"]), cost,
-            _isolation_text(row["isolation"], row["unsafe_isolation"]),
-        )  # fmt: skip
-    Console().print(table)
-    for row in rows:
-        for voided in row["void"]:
-            _say(f"void: run {row['run_id']} node {voided['node']}: {voided['reason']}")
-
-
-def _print_feedback(feedback: Feedback) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console(highlight=False)
-    if not feedback.compiled:
-        console.print(
-            f"[bold red]did not compile[/]: {feedback.error.message if feedback.error else ''}"
-        )
-        if feedback.compile_output:
-            console.print(feedback.compile_output, markup=False)
-        return
-    table = Table(title=f"{feedback.task}: {feedback.summary()}", title_justify="left")
-    table.add_column("test", justify="right")
-    table.add_column("status")
-    table.add_column("reference", justify="right")
-    table.add_column("candidate", justify="right")
-    table.add_column("detail", overflow="fold")
-    unit = _unit(feedback.metric)
-    for position, outcome in enumerate(feedback.tests):
-        reference = candidate = ""
-        if position < len(feedback.candidate_costs):
-            reference = unit(feedback.reference_costs[position])
-            candidate = unit(feedback.candidate_costs[position])
-        colour = "green" if outcome.status == "passed" else "red"
-        table.add_row(
-            str(outcome.index),
-            f"[{colour}]{outcome.status}[/]",
-            reference,
-            candidate,
-            outcome.detail,
-        )
-    console.print(table)
-    if feedback.suspect is not None:
-        claimed = f" (measured {feedback.claimed_speedup:.2f}x)" if feedback.claimed_speedup else ""
-        console.print(f"[bold magenta]void[/]{claimed}, no reward: {feedback.suspect}")
-    elif feedback.correct and feedback.reference_cost and feedback.candidate_cost:
-        low, high = feedback.speedup_interval or (feedback.speedup, feedback.speedup)
-        noise = f", 95% CI {low:.2f}x-{high:.2f}x" if low != high else ""
-        if feedback.rounds:
-            windows = f" in {feedback.rounds} rounds" if feedback.rounds > 1 else ""
-            rounds = f" over {feedback.repeats} timed calls{windows}" if noise else ""
-        else:
-            rounds = f" over {feedback.repeats} rounds" if noise and feedback.repeats else ""
-        console.print(
-            f"speedup [bold]{feedback.speedup:.2f}x[/] ({feedback.metric}: "
-            f"{unit(feedback.reference_cost)} -> {unit(feedback.candidate_cost)}{noise}{rounds})"
-        )
-        if len(feedback.per_round) > 1:
-            each = ", ".join(f"{done.speedup:.3f}x" for done in feedback.per_round)
-            console.print(f"[dim]rounds: {each}[/]")
-    for flag in feedback.flags:
-        console.print(f"[yellow]flag[/]: {flag}", markup=True)
-    console.print(f"[dim]isolation: {feedback.isolation}[/]")
-
-
-def _unit(metric: str) -> Callable[[float], str]:
-    if metric == "wall":
-        return lambda seconds: f"{seconds * 1000:.1f} ms"
-    return lambda count: f"{count:,.0f} Ir"
+    console.print_runs(rows)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -357,9 +357,9 @@ def test_eval_help_states_the_reported_rounds() -> None:
 
 
 def test_eval_prints_each_rounds_speedup(capsys: pytest.CaptureFixture[str]) -> None:
-    from maxcode.cli import _print_feedback
+    from maxcode.console import print_feedback
 
-    _print_feedback(combine([measured(s, (s / 1.02, s * 1.02)) for s in (1.012, 0.996, 1.004)]))
+    print_feedback(combine([measured(s, (s / 1.02, s * 1.02)) for s in (1.012, 0.996, 1.004)]))
     printed = capsys.readouterr().out
     assert "in 3 rounds" in printed
     assert "rounds: 1.012x, 0.996x, 1.004x" in printed

@@ -2,13 +2,14 @@
 
 from maxcode.bench.run import MAXCODE_SUFFIX, label_config, new_bench, run_bench
 from maxcode.bench.suite import expand_suite
-from maxcode.report.table import FAST_P, MethodRow, VoidRow, bench_table, bench_void
+from maxcode.report.table import FAST_P, MethodRow, VoidRow, bench_json, bench_table, bench_void
 
 __all__ = [
     "FAST_P",
     "MAXCODE_SUFFIX",
     "MethodRow",
     "VoidRow",
+    "bench_json",
     "bench_table",
     "bench_void",
     "expand_suite",

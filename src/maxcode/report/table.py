@@ -223,3 +223,21 @@ def _ranks(per_task: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]
             positions = [index + 1 for index, other in enumerate(ordered) if other == value]
             ranks[task][label] = statistics.mean(positions)
     return ranks
+
+
+def bench_json(store: RunStore, bench_id: str) -> dict[str, Any]:
+    """A bench as ``maxcode bench --json`` prints it: its tasks, a row per method, each task's
+    results, the isolation its runs had and every void result."""
+    bench = store.get_bench(bench_id)
+    if bench is None:
+        raise KeyError(bench_id)
+    rows, per_task = bench_table(store, bench.bench_id)
+    return {
+        "bench_id": bench.bench_id,
+        "tasks": bench.tasks,
+        "methods": [row.as_json() for row in rows],
+        "per_task": per_task,
+        "isolation": sorted({level for row in rows for level in row.isolation}),
+        "unsafe_isolation": any(row.unsafe_isolation for row in rows),
+        "void": [result.as_json() for result in bench_void(store, bench.bench_id)],
+    }

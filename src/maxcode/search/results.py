@@ -19,6 +19,7 @@ existed) count at their speedup, as before."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from maxcode.store import RunRecord, RunStore
 from maxcode.types import Feedback
@@ -115,3 +116,42 @@ def run_isolation(record: RunRecord) -> str:
     """The level a run's candidates ran under (a run stored before it was recorded: its
     configuration's setting)."""
     return record.isolation or str(record.config.get("isolation") or "")
+
+
+def runs_json(store: RunStore) -> list[dict[str, Any]]:
+    """Every run in ``store`` as ``maxcode runs --json`` prints it: its record, the result it
+    stands behind (``run_result``), its usage and its void results."""
+    rows = []
+    for run in store.list_runs():
+        usage = store.usage(run.run_id)
+        rows.append(
+            {
+                "run_id": run.run_id,
+                "task": run.task_name,
+                "method": run.method,
+                "status": run.status,
+                "best_speedup": run.best_speedup,
+                **_result_json(store, run),
+                "evaluations": store.count_evaluations(run.run_id),
+                "steps": run.steps_done,
+                "created_at": run.created_at,
+                "message": run.message,
+                "isolation": run_isolation(run),
+                "unsafe_isolation": run.unsafe_isolation,
+                "void": [result.as_json() for result in store.void_results(run.run_id)],
+                **usage,
+            }
+        )
+    return rows
+
+
+def _result_json(store: RunStore, run: RunRecord) -> dict[str, Any]:
+    """A run's reported result: the speedup it stands behind, its interval, and whether a
+    re-verification confirmed it."""
+    result = run_result(store, run)
+    return {
+        "speedup": result.speedup,
+        "speedup_interval": list(result.interval) if result.interval else None,
+        "verified": result.verified,
+        "result_text": result.text(),
+    }

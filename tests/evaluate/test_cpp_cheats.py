@@ -17,8 +17,9 @@ import pytest
 
 from maxcode.evaluate import Sandbox, evaluate_cpp
 from maxcode.evaluate.build import BINARY_NAME, build_cpp
-from maxcode.evaluate.cpp import CPU_SLACK, _install, _Programs, _Runner
+from maxcode.evaluate.cpp import _install, _Programs, _Runner
 from maxcode.evaluate.integrity import Verdict, policy_table_markdown
+from maxcode.evaluate.runs import CPU_SLACK
 from maxcode.evaluate.sandbox import SandboxResult, UnsafeIsolation
 from maxcode.evaluate.turns import timing_cpu
 from maxcode.tasks import load_task

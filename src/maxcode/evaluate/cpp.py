@@ -25,7 +25,6 @@ import hashlib
 import json
 import math
 import os
-import re
 import shutil
 import signal
 import statistics
@@ -42,6 +41,13 @@ from maxcode.evaluate.build import BINARY_NAME, SOURCE_NAME, CompileResult, buil
 from maxcode.evaluate.compare import compare_output
 from maxcode.evaluate.integrity import Verdict, isolation_flags
 from maxcode.evaluate.profile import cpp_profile, parse_callgrind
+from maxcode.evaluate.runs import (
+    VALGRIND_ARGS,
+    VALGRIND_SLOWDOWN,
+    Counted,
+    count_instructions,
+    note_run,
+)
 from maxcode.evaluate.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
 from maxcode.evaluate.stats import SpeedupInterval, exact, paired_speedup
 from maxcode.evaluate.turns import REPORTED, cpu_turn, timing_budget_s, timing_cpu, usable_cpus
@@ -56,10 +62,6 @@ from maxcode.types import (
 )
 
 TIMING_FLOOR_S = 1e-4
-CPU_SLACK = 1.2
-"""A run may use this share of CPU time over its budget (CPUs x wall time) before it is
-judged parallel: kernel accounting and the init's own exit are not exact to the tick."""
-CPU_SLACK_S = 0.005
 WALL_PRECISION = 0.02
 """Wall metric: timed rounds go on until the speedup's 95% interval lies within this share of
 its estimate (+-2%), or a cap below is reached."""
@@ -69,20 +71,10 @@ WALL_MIN_BATCH = 4
 """The fewest rounds added at a time (each batch is one sandbox start)."""
 WALL_MAX_ROUNDS = 120
 """The most timed rounds of one evaluation."""
-VALGRIND_SLOWDOWN = 60
 PROFILE_DUMP = "callgrind.out"
 _PROFILE_DUMP_CHARS = 32 << 20
 _DETAILED_FAILURES = 3
 _STDERR_IN_DETAIL = 300
-_VALGRIND_LINE = re.compile(r"^==(\d+)== (Command: |I\s+refs:\s+([\d,]+))", re.MULTILINE)
-VALGRIND_ARGS = (
-    "valgrind",
-    "--tool=callgrind",
-    # Every process the program starts is counted; options come from this command line only,
-    # so a child cannot quiet or switch off its valgrind through VALGRIND_OPTS or .valgrindrc.
-    "--trace-children=yes",
-    "--command-line-only=yes",
-)
 
 
 @dataclass
@@ -115,19 +107,8 @@ class _Runner:
         """Integrity findings of the candidate's runs: processes left behind, and (on timed
         wall-clock runs) more CPU time than the task's budget over the run's wall time."""
         for result, is_candidate in zip(results, candidate):
-            if not is_candidate:
-                continue
-            if result.stragglers_killed:
-                self.verdict.flag(
-                    "processes", "the candidate left processes running after it exited (killed)"
-                )
-            budget = self.task.cpus * result.wall_s * CPU_SLACK + CPU_SLACK_S
-            if timed and result.cpu_s > budget:
-                self.verdict.flag(
-                    "parallel",
-                    f"the candidate used {result.cpu_s:.3f} CPU-seconds in {result.wall_s:.3f} s "
-                    f"of wall time; the task's budget is {self.task.cpus} CPU",
-                )
+            if is_candidate:
+                note_run(self.verdict, self.task.cpus, result, timed)
 
     def run(self, plan: list[tuple[Path, TestCase]], programs: _Programs) -> list[SandboxResult]:
         """Run each (program folder, test) of the plan, in order, in one sandbox start."""
@@ -142,20 +123,20 @@ class _Runner:
         self.note(results, candidate, timed=self.verdict.metric == "wall")
         return results
 
-    def count_instructions(self, program: Path, tests: list[TestCase]) -> list[_Counted]:
+    def count_instructions(self, program: Path, tests: list[TestCase]) -> list[Counted]:
         """Each test under callgrind, the tests shared among this process's CPUs (a count
         does not depend on what else runs, unlike a time; ``_shares``), in order."""
         groups = _shares(tests, len(usable_cpus()))
         if len(groups) <= 1:
             return self._count_group(program, tests)
-        counted: dict[int, _Counted] = {}
+        counted: dict[int, Counted] = {}
         with ThreadPoolExecutor(max_workers=len(groups)) as pool:
             done = pool.map(lambda group: self._count_group(program, group), groups)
             for group, results in zip(groups, done):
                 counted.update({test.index: result for test, result in zip(group, results)})
         return [counted[test.index] for test in tests]
 
-    def _count_group(self, program: Path, tests: list[TestCase]) -> list[_Counted]:
+    def _count_group(self, program: Path, tests: list[TestCase]) -> list[Counted]:
         """The tests under callgrind, one sandbox start; counts come from a log the program
         cannot reach (valgrind keeps its log descriptor out of the program's hands)."""
         logs = [tempfile.TemporaryFile(prefix="maxcode-callgrind-") for _ in tests]  # noqa: SIM115
@@ -176,51 +157,11 @@ class _Runner:
             counted = []
             for result, log in zip(results, logs):
                 log.seek(0)
-                counted.append(_count(result, log.read().decode(errors="replace")))
+                counted.append(count_instructions(result, log.read().decode(errors="replace")))
         finally:
             for log in logs:
                 log.close()
         return counted
-
-
-@dataclass
-class _Counted:
-    result: SandboxResult
-    instructions: int | None
-    """Instructions of every process of the run; None when some were not counted."""
-    lost: str = ""
-    """Why the count is incomplete (a process replaced itself, was killed, or went quiet)."""
-
-
-def _count(result: SandboxResult, log: str) -> _Counted:
-    """Sum callgrind's totals over every process of a run, and check that none is missing.
-
-    Each valgrind start writes a ``Command:`` line under its process id, and each process that
-    ends normally writes its total. A process that replaced itself with ``exec`` (its counts
-    before the exec are lost), one killed before its end, or one whose valgrind did not report,
-    leaves a ``Command:`` line with no total under its id: the run's count is not the whole work.
-    """
-    starts: dict[str, int] = {}
-    totals: dict[str, int] = {}
-    instructions = 0
-    for match in _VALGRIND_LINE.finditer(log):
-        pid = match.group(1)
-        if match.group(2).startswith("Command"):
-            starts[pid] = starts.get(pid, 0) + 1
-        else:
-            totals[pid] = totals.get(pid, 0) + 1
-            instructions += int(match.group(3).replace(",", ""))
-    if not totals:
-        return _Counted(result, None, "no process reported an instruction count")
-    short = [pid for pid, count in starts.items() if totals.get(pid, 0) < count]
-    if short:
-        return _Counted(
-            result,
-            None,
-            f"{len(short)} process(es) ended without a count (an exec replaced the program, "
-            "or a process was killed): their instructions were not all seen",
-        )
-    return _Counted(result, instructions)
 
 
 def _shares(tests: list[TestCase], cpus: int) -> list[list[TestCase]]:

@@ -44,8 +44,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from maxcode.errors import MaxcodeError, TaskError
-from maxcode.evaluate.cpp import CPU_SLACK, CPU_SLACK_S, VALGRIND_ARGS, _count
 from maxcode.evaluate.integrity import Verdict, isolation_flags
+from maxcode.evaluate.runs import (
+    VALGRIND_ARGS,
+    VALGRIND_SLOWDOWN,
+    count_instructions,
+    note_run,
+    python_paths,
+)
 from maxcode.evaluate.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
 from maxcode.evaluate.stats import paired_speedup
 from maxcode.evaluate.turns import cpu_turn, timing_cpu
@@ -69,7 +75,6 @@ from maxcode.types import (
 OUTPUT_IN_FEEDBACK = 2000
 """Characters of a failing command's output kept in the verdict (its end: pytest and most
 test runners sum up there)."""
-VALGRIND_SLOWDOWN = 60
 _PROFILE_FILE = ".maxcode-profile.out"
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _BUILD_MEMORY = 8 << 30
@@ -150,7 +155,7 @@ class _Project:
             env=self.environment(side),
         )[0]
         if side.name == "candidate":
-            self.note(result, timed)
+            note_run(self.verdict, self.task.cpus, result, timed)
         changed = restore(side)
         if changed:
             listed = ", ".join(changed[:3]) + (" ..." if len(changed) > 3 else "")
@@ -159,19 +164,6 @@ class _Project:
             else:
                 self.verdict.flag("task", f"the reference's `{command}` changed {listed}")
         return result
-
-    def note(self, result: SandboxResult, timed: bool) -> None:
-        if result.stragglers_killed:
-            self.verdict.flag(
-                "processes", "the candidate left processes running after it exited (killed)"
-            )
-        budget = self.task.cpus * result.wall_s * CPU_SLACK + CPU_SLACK_S
-        if timed and result.cpu_s > budget:
-            self.verdict.flag(
-                "parallel",
-                f"the candidate used {result.cpu_s:.3f} CPU-seconds in {result.wall_s:.3f} s "
-                f"of wall time; the task's budget is {self.task.cpus} CPU",
-            )
 
     def timed(self, label: str) -> _Phase:
         return _Phase(self.phases, label)
@@ -190,16 +182,6 @@ class _Phase:
         self.phases[self.label] = self.phases.get(self.label, 0.0) + (
             time.perf_counter() - self.started
         )
-
-
-def python_paths() -> list[Path]:
-    """The interpreter's installation (the user's Python environment, read-only)."""
-    paths = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}
-    kept: list[Path] = []
-    for path in sorted(paths, key=lambda item: len(item.parts)):
-        if not any(path.is_relative_to(parent) for parent in kept):
-            kept.append(path)
-    return kept
 
 
 _SHELL_CHARACTERS = set("|&;<>()$`\\\"'*?[]#~=%{}\n")
@@ -658,7 +640,7 @@ def _instructions(project: _Project, side: _Side) -> tuple[int | None, str]:
         text = log.read().decode(errors="replace")
     if not result.ok:
         return None, f"failed under callgrind ({_why(result, limits)[1]}):\n{_tail(result)}"
-    counted = _count(result, text)
+    counted = count_instructions(result, text)
     return counted.instructions, counted.lost
 
 

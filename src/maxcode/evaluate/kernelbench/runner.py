@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import hashlib
 import importlib.resources
 import importlib.util
@@ -27,6 +26,7 @@ from maxcode.evaluate.kernelbench.evidence import WorkerReport, read_report
 from maxcode.evaluate.kernelbench.schedule import TimedPlan
 from maxcode.evaluate.kernelbench.settings import CHECK_SEEDS, WARMUP_SEEDS, KernelBenchSettings
 from maxcode.evaluate.kernelbench.worker.protocol import SEGMENT_BYTES, Phase, WorkerSpec
+from maxcode.evaluate.runs import python_paths as interpreter_paths
 from maxcode.evaluate.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
 from maxcode.evaluate.turns import gpu_turn
 from maxcode.tasks.kernelbench import reference_failure
@@ -147,20 +147,10 @@ def worker_modules() -> list[Traversable]:
     )
 
 
-@functools.cache
 def python_paths() -> list[Path]:
     """What the worker's interpreter needs to see: its installation and the packages of torch,
     ninja and triton (wherever each is installed)."""
-    paths = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}
-    for module in ("torch", "ninja", "triton"):
-        spec = importlib.util.find_spec(module)
-        if spec is not None and spec.origin:
-            paths.add(Path(spec.origin).resolve().parent.parent)
-    kept: list[Path] = []
-    for path in sorted(paths, key=lambda item: len(item.parts)):
-        if not any(path.is_relative_to(parent) for parent in kept):
-            kept.append(path)
-    return kept
+    return interpreter_paths(("torch", "ninja", "triton"))
 
 
 def write_readable(path: Path, text: str) -> None:

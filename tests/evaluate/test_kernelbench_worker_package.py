@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from maxcode.evaluate.kernelbench.runner import Job, worker_modules
+from maxcode.evaluate.kernelbench.runner import Job, worker_sources
 from maxcode.evaluate.kernelbench.worker.protocol import Phase, Side, WorkerSpec
 from maxcode.tasks import load_task
 from tests.helpers import REPO
@@ -18,8 +18,8 @@ PROBLEM = REPO / "examples" / "kernelbench" / "1_ScaledGELU.py"
 
 def test_the_worker_imports_only_the_stdlib_torch_triton_and_itself() -> None:
     allowed = {"torch", "triton", "__main__"}
-    for module in worker_modules():
-        tree = ast.parse(module.read_text(encoding="utf-8"))
+    for module, text in worker_sources():
+        tree = ast.parse(text)
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.level:
                 continue  # its own package
@@ -30,9 +30,9 @@ def test_the_worker_imports_only_the_stdlib_torch_triton_and_itself() -> None:
                 if isinstance(node, ast.ImportFrom)
                 else []
             )
-            for name in names:
-                top = name.split(".")[0]
-                assert top == "__future__" or top in allowed or _stdlib(top), (module.name, name)
+            for imported in names:
+                top = imported.split(".")[0]
+                assert top == "__future__" or top in allowed or _stdlib(top), (module, imported)
 
 
 def _stdlib(name: str) -> bool:
@@ -45,7 +45,7 @@ def test_a_job_holds_the_whole_package_readable_by_the_run_and_writable_by_none_
     job = Job.write(load_task(str(PROBLEM)), "class ModelNew: pass\n")
     try:
         copied = sorted(path.name for path in job.worker.iterdir())
-        assert copied == [module.name for module in worker_modules()]
+        assert copied == [name for name, _ in worker_sources()]
         assert {"__main__.py", "protocol.py", "main.py"} <= set(copied)
         # The runs are other users: they read the package and can change none of it.
         for path in [job.worker, *job.worker.iterdir()]:

@@ -44,11 +44,11 @@ def _measurer() -> tuple[str, str]:
     version. Read once per process, not on every round's lookup."""
     import importlib.metadata
 
-    from maxcode.evaluate.kernelbench.runner import worker_modules
+    from maxcode.evaluate.kernelbench.runner import worker_sources
 
     code = hashlib.sha256()
-    for module in worker_modules():
-        code.update(module.name.encode() + b"\0" + module.read_bytes())
+    for name, text in worker_sources():
+        code.update(f"{name}\0{text}".encode())
     try:
         version = importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import importlib.resources
 import importlib.util
@@ -16,7 +17,6 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from maxcode.config import cache_dir
@@ -82,8 +82,8 @@ class Job:
         job.worker.mkdir(parents=True)
         for made in (job.worker.parent, job.worker):
             os.chmod(made, 0o755)
-        for module in worker_modules():
-            write_readable(job.worker / module.name, module.read_text(encoding="utf-8"))
+        for name, text in worker_sources():
+            write_readable(job.worker / name, text)
         return job
 
     @property
@@ -138,12 +138,15 @@ class Ran:
         return self.report is not None and self.report.stage == "ok" and self.checked
 
 
-def worker_modules() -> list[Traversable]:
-    """The modules of the worker's package, in order of their names."""
+@functools.cache
+def worker_sources() -> tuple[tuple[str, str], ...]:
+    """The modules of the worker's package, (file name, source) in order of their names: read
+    once per process, written into every job."""
     package = importlib.resources.files("maxcode.evaluate.kernelbench.worker")
-    return sorted(
-        (entry for entry in package.iterdir() if entry.name.endswith(".py")),
-        key=lambda entry: entry.name,
+    return tuple(
+        (entry.name, entry.read_text(encoding="utf-8"))
+        for entry in sorted(package.iterdir(), key=lambda entry: entry.name)
+        if entry.name.endswith(".py")
     )
 
 

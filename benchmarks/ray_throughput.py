@@ -25,6 +25,7 @@ HOME = Path(tempfile.mkdtemp(prefix="maxcode-ray-bench-"))
 os.environ["MAXCODE_HOME"] = str(HOME)  # before Ray starts: its workers inherit it
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
+from maxcode.evaluate.settings import EvalSettings  # noqa: E402
 from maxcode.executors import EvalJob, Executor, LocalExecutor  # noqa: E402
 from maxcode.executors.ray_executor import RayExecutor  # noqa: E402
 from maxcode.tasks import load_task  # noqa: E402
@@ -56,7 +57,11 @@ def main() -> None:
     import ray
 
     jobs = [
-        EvalJob(load_task(str(task)), (FIXTURES / task.name / "fast.cpp").read_text(), "wall", 1)
+        EvalJob(
+            load_task(str(task)),
+            (FIXTURES / task.name / "fast.cpp").read_text(),
+            EvalSettings(repeats=1),
+        )
         for task in sorted(EXAMPLES.iterdir())
         if (FIXTURES / task.name / "fast.cpp").is_file()
     ]

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from maxcode.errors import MaxcodeError
 from maxcode.evaluate.kernelbench import device_note, resolve_device
+from maxcode.kinds import KINDS
 from tests.helpers import run_maxcode, write_problem
 
 
@@ -16,13 +18,17 @@ def test_auto_is_the_gpu_only_for_kernelbench_and_only_when_torch_sees_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     torch = pytest.importorskip("torch")
-    assert resolve_device("cpu", "kernelbench") == "cpu"
-    assert resolve_device("cuda", "kernelbench") == "cuda"
+    assert resolve_device("cpu") == "cpu"
+    assert resolve_device("cuda") == "cuda"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert resolve_device("auto", "kernelbench") == "cuda"
-    assert resolve_device("auto", "cpp") == "cpu" and resolve_device("auto", "project") == "cpu"
+    assert resolve_device("auto") == "cuda"
+    assert KINDS["kernelbench"].device("auto") == "cuda"
+    assert KINDS["cpp"].device("auto") == "cpu" and KINDS["project"].device("auto") == "cpu"
+    for name in ("cpp", "project"):
+        with pytest.raises(MaxcodeError, match="tasks run on the CPU"):
+            KINDS[name].device("cuda")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert resolve_device("auto", "kernelbench") == "cpu"
+    assert resolve_device("auto") == "cpu"
     assert "no GPU" in device_note("cpu") and "sees a GPU" in device_note("cuda")
 
 
@@ -44,6 +50,6 @@ def test_eval_says_which_device_auto_chose(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    expected = resolve_device("auto", "kernelbench")
+    expected = resolve_device("auto")
     assert result["device"] == expected and result["correct"]
     assert device_note(expected) in done.stderr

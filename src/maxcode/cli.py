@@ -19,7 +19,8 @@ import click
 
 from maxcode import __version__, console
 from maxcode.errors import MaxcodeError
-from maxcode.evaluate.sandbox import ISOLATION_CHOICES
+from maxcode.evaluate.settings import EvalRequest
+from maxcode.options import given, setting_options, with_options
 from maxcode.search.config import METHODS as METHOD_NAMES
 from maxcode.search.config import SearchConfig
 
@@ -79,187 +80,20 @@ def run_cli() -> None:
         _fail(f"internal error: {type(error).__name__}: {error} (MAXCODE_DEBUG=1 shows more)", 1)
 
 
-SCALE_OPTION = click.option(
-    "--scale",
-    type=click.FloatRange(0, 1, min_open=True),
-    envvar="MAXCODE_SCALE",
-    help="KernelBench: scale the problem's sizes (batch, channels, extents) down by about this, "
-    "keeping kernel sizes, strides and other hyper-parameters (e.g. 0.1 on a CPU).",
-)
-TOLERANCE_OPTION = click.option(
-    "--tolerance",
-    type=click.FloatRange(0, min_open=True),
-    envvar="MAXCODE_TOLERANCE",
-    help="KernelBench: atol = rtol for float outputs (default: 1e-4 fp32, 1e-2 fp16/bf16).",
-)
-
-
-"""``SearchConfig.isolation``'s choices (kept here so that the command line starts without
-importing the search; a test checks they agree)."""
-
-
-def _isolation_options(default: str | None) -> list[Callable[[F], F]]:
-    """``--isolation`` and ``--unsafe-isolation`` (eval defaults to auto; optimize and bench
-    set them only when given, so a YAML config can too)."""
-    return [
-        click.option(
-            "--isolation",
-            type=click.Choice(list(ISOLATION_CHOICES)),
-            default=default,
-            show_default=default is not None,
-            envvar="MAXCODE_ISOLATION",
-            help="Sandbox for candidates; auto picks the strongest available (bwrap, then "
-            "unshare). rlimits is refused without --unsafe-isolation.",
-        ),
-        click.option(
-            "--unsafe-isolation",
-            is_flag=True,
-            default=None if default is None else False,
-            envvar="MAXCODE_UNSAFE_ISOLATION",
-            help="Accept a level that cannot keep expected outputs private and runs stateless "
-            "(rlimits). Recorded with the run and shown in every result.",
-        ),
-    ]
-
-
-def _with(options: list[Callable[[F], F]]) -> Callable[[F], F]:
-    def apply(function: F) -> F:
-        for option in reversed(options):
-            function = option(function)
-        return function
-
-    return apply
-
-
 @main.command("eval")
 @click.argument("task")
 @click.argument("candidate", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-@click.option(
-    "--metric",
-    type=click.Choice(["wall", "instructions", "printed"]),
-    default="wall",
-    show_default=True,
-    envvar="MAXCODE_METRIC",
-    help="wall: median wall time; instructions: callgrind count (deterministic); printed: "
-    "the cost a project's bench prints. A project task's own bench_metric wins over wall.",
-)
-@click.option(
-    "--device",
-    type=click.Choice(["auto", "cpu", "cuda"]),
-    default="auto",
-    show_default=True,
-    envvar="MAXCODE_DEVICE",
-    help="Where the candidate runs: auto is cuda for a KernelBench task when PyTorch sees a "
-    "GPU, else cpu (C++ and project tasks: cpu).",
-)
-@click.option(
-    "--repeats",
-    type=click.IntRange(min=1),
-    default=None,
-    envvar="MAXCODE_REPEATS",
-    help="C++ and projects: at least this many timed rounds (more until the speedup's 95% "
-    "interval is within +-2%); KernelBench: exactly this many timed calls per side. Unset: "
-    "adaptive.",
-)
-@click.option(
-    "--pie-tests",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    envvar="MAXCODE_PIE_TESTS",
-    help="Test-case folder for a PIE row (FILE.jsonl#N).",
-)
-@_with(_isolation_options("auto"))
-@SCALE_OPTION
-@click.option(
-    "--compile-baseline/--no-compile-baseline",
-    default=True,
-    show_default=True,
-    envvar="MAXCODE_COMPILE_BASELINE",
-    help="KernelBench: also time torch.compile of the reference.",
-)
-@TOLERANCE_OPTION
-@click.option(
-    "--compile-only",
-    is_flag=True,
-    envvar="MAXCODE_COMPILE_ONLY",
-    help="KernelBench: only build the candidate's extensions (with --device cuda: nvcc, no GPU "
-    "needed); nothing is run.",
-)
-@click.option(
-    "--backend",
-    type=click.Choice(["cuda", "triton"]),
-    default=None,
-    envvar="MAXCODE_BACKEND",
-    help="KernelBench: the candidate's kernel language (default: cuda on a GPU, C++ extensions "
-    "on a CPU). triton on a CPU is checked in Triton's interpreter, not timed.",
-)
-@click.option(
-    "--rounds",
-    type=click.IntRange(min=1),
-    default=None,
-    envvar="MAXCODE_ROUNDS",
-    help="KernelBench: exactly this many timing windows, each with fresh worker processes, "
-    "combined into one speedup (default 8, and up to 24 while their speedups scatter unless "
-    "--repeats is set; MAXCODE_MOST_ROUNDS caps both; a search screens with 1 and re-verifies "
-    "as the default does).",
-)
-@click.option(
-    "--check-scale",
-    type=click.FloatRange(0, 1, min_open=True),
-    default=None,
-    envvar="MAXCODE_CHECK_SCALE",
-    help="KernelBench: also check a correct candidate at the problem's sizes times this (other "
-    "shapes, untimed); wrong there is a shapes: warning.",
-)
-@click.option(
-    "--profile",
-    is_flag=True,
-    envvar="MAXCODE_PROFILE",
-    help="Add where the time goes: C++ hot lines and cache misses (callgrind); KernelBench "
-    "top operators of reference and candidate (torch.profiler).",
-)
+@with_options(setting_options(EvalRequest))
+@click.pass_context
 def eval_command(
-    task: str,
-    candidate: Path,
-    as_json: bool,
-    metric: str,
-    device: str,
-    repeats: int | None,
-    pie_tests: Path | None,
-    isolation: str,
-    unsafe_isolation: bool,
-    scale: float | None,
-    compile_baseline: bool,
-    tolerance: float | None,
-    compile_only: bool,
-    backend: str | None,
-    rounds: int | None,
-    check_scale: float | None,
-    profile: bool,
+    ctx: click.Context, task: str, candidate: Path, as_json: bool, **settings: Any
 ) -> None:
     """Check CANDIDATE against TASK's reference and measure its speedup."""
     from maxcode.evaluate import evaluate
 
-    feedback = evaluate(
-        task,
-        candidate,
-        metric=metric,
-        device=device,
-        repeats=repeats,
-        pie_tests=pie_tests,
-        isolation=isolation,
-        unsafe_isolation=unsafe_isolation,
-        scale=scale or 1.0,
-        compile_baseline=compile_baseline,
-        tolerance=tolerance,
-        compile_only=compile_only,
-        profile=profile,
-        backend=backend,
-        rounds=rounds,
-        check_scale=check_scale,
-        say=lambda line: click.echo(line, err=True),
-    )
+    chosen = {name: value for name, value in settings.items() if name in given(ctx)}
+    feedback = evaluate(task, candidate, say=console.say, **chosen)
     if as_json:
         click.echo(json.dumps(feedback.model_dump(mode="json")))
     else:
@@ -295,72 +129,6 @@ STORE_OPTION = click.option(
 _NOT_GENERATED = ("method", "observation", "base_url")
 
 
-def _help(field: Any) -> str:
-    """A setting's help: the first sentence of its docstring in ``SearchConfig``, and its
-    default."""
-    text = " ".join((field.description or "").replace("``", "").split())
-    text = text.replace("; None for", "; unset:").replace("None: ", "unset: ")
-    sentence = text.split(". ")[0].rstrip(".") + "."
-    default = field.default
-    if isinstance(default, bool):
-        return f"{sentence} (default: {'on' if default else 'off'})"
-    if default is None or default == "":
-        return sentence
-    return f"{sentence} (default: {default})"
-
-
-def _setting_option(name: str, field: Any) -> Callable[[F], F]:
-    """The click option of one ``SearchConfig`` setting: ``--name-with-dashes``, variable
-    ``MAXCODE_NAME``, type and bounds from the field. Options default to None, so that only
-    what a user gave overrides a YAML file and the config's own default."""
-    import typing
-
-    flag = "--" + name.replace("_", "-")
-    envvar = "MAXCODE_" + name.upper()
-    annotation = field.annotation
-    choices: tuple[Any, ...] = ()
-    kinds = {annotation}
-    if typing.get_origin(annotation) is typing.Literal:
-        choices = typing.get_args(annotation)
-    elif typing.get_args(annotation):
-        kinds = {kind for kind in typing.get_args(annotation) if kind is not type(None)}
-        literals = [kind for kind in kinds if typing.get_origin(kind) is typing.Literal]
-        if len(kinds) == 1 and literals:  # an optional choice (unset: the default's rule)
-            choices = typing.get_args(literals[0])
-    bounds = {
-        key: getattr(rule, key)
-        for rule in field.metadata
-        for key in ("ge", "gt", "le", "lt")
-        if getattr(rule, key, None) is not None
-    }
-    if bool in kinds:
-        return click.option(
-            f"{flag}/--no-{flag[2:]}", name, default=None, envvar=envvar, help=_help(field)
-        )
-    kind: Any = None
-    if choices:
-        kind = click.Choice([str(choice) for choice in choices])
-    elif int in kinds:
-        kind = click.IntRange(min=bounds.get("ge", bounds.get("gt")), min_open="gt" in bounds)
-    elif float in kinds:
-        kind = click.FloatRange(
-            min=bounds.get("ge", bounds.get("gt")),
-            min_open="gt" in bounds,
-            max=bounds.get("le"),
-        )
-    return click.option(flag, name, type=kind, default=None, envvar=envvar, help=_help(field))
-
-
-def _generated_options() -> list[Callable[[F], F]]:
-    from maxcode.search.config import SearchConfig
-
-    return [
-        _setting_option(name, field)
-        for name, field in SearchConfig.model_fields.items()
-        if name not in _NOT_GENERATED
-    ]
-
-
 def _search_flag_names() -> tuple[str, ...]:
     """The settings the command line copies into a search's configuration."""
     from maxcode.search.config import SearchConfig
@@ -384,7 +152,7 @@ _SEARCH_OPTIONS = [
         envvar="MAXCODE_MAXCODE",
         help="MaxCode variant: observation trajectory,critique,best.",
     ),
-    *_generated_options(),
+    *setting_options(SearchConfig, skip=_NOT_GENERATED),
     click.option(
         "--config",
         "config_file",
@@ -443,14 +211,14 @@ def optimize_command(
     )
     from maxcode.store import open_store
 
-    given = _given(ctx)
+    named = given(ctx)
     if resume_id:
         budgets = {"max_usd", "max_llm_tokens", "max_llm_calls"}
         # A resumed run keeps its stored settings (isolation included); MAXCODE_* variables
         # in the environment are ignored for it, a flag on the command line is an error.
         typed = {
             name
-            for name in given
+            for name in named
             if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
         }
         extra = typed - {"resume_id", "base_url", "store_path", "as_json", "output"} - budgets
@@ -467,7 +235,7 @@ def optimize_command(
     if not resume_id:
         assert task is not None
         settings = _search_settings(
-            given, flags, config_file, maxcode_variant, observation, base_url
+            named, flags, config_file, maxcode_variant, observation, base_url
         )
         config = make_config(settings)
         resume_id = new_run(store, task, config, say=console.say)
@@ -491,34 +259,12 @@ def optimize_command(
         sys.exit(130)
     if as_json:
         click.echo(json.dumps(summary.as_json()))
-        return
-    cost = "unknown" if summary.cost_usd is None else f"${summary.cost_usd:.4f}"
-    click.echo(
-        f"run {summary.run_id} {summary.status}{': ' + summary.message if summary.message else ''}"
-    )
-    where = f"node {summary.best_node}" if summary.best_node else "the reference"
-    click.echo(
-        f"best speedup {summary.best_speedup:.2f}x ({where}; timed: the low end of its 95% CI)"
-    )
-    if summary.verified_speedup is not None:
-        from maxcode.search.results import interval_text
-
-        confirmed = f"node {summary.verified_node}" if summary.verified_node else "the reference"
-        interval = tuple(summary.verified_interval) if summary.verified_interval else None
-        measured = interval_text(summary.verified_speedup, interval)  # type: ignore[arg-type]
-        click.echo(f"verified: {confirmed} at {measured} when judged again")
-    click.echo(f"best program {summary.best_program}")
-    click.echo(
-        f"{summary.evaluations} evaluations, {summary.llm_calls} LLM calls, "
-        f"{summary.prompt_tokens + summary.completion_tokens} tokens, cost {cost}"
-    )
-    click.echo(f"isolation {console.isolation_text(summary.isolation, summary.unsafe_isolation)}")
-    for voided in summary.void:
-        click.echo(f"void: node {voided['node']}: {voided['reason']}")
+    else:
+        console.print_summary(summary)
 
 
 def _search_settings(
-    given: set[str],
+    named: set[str],
     flags: dict[str, Any],
     config_file: Path | None,
     maxcode_variant: bool,
@@ -530,23 +276,14 @@ def _search_settings(
 
     settings: dict[str, Any] = load_config_file(config_file) if config_file else {}
     for name in _search_flag_names():
-        if name in given and name in flags:
+        if name in named and name in flags:
             settings[name] = flags[name]
-    if maxcode_variant and "observation" not in given:
+    if maxcode_variant and "observation" not in named:
         settings["observation"] = list(MAXCODE_PARTS)
     if observation is not None:
         settings["observation"] = parse_parts(observation)
     settings["base_url"] = base_url
     return settings
-
-
-def _given(ctx: click.Context) -> set[str]:
-    """The parameters set by a flag or a variable (not left at their default)."""
-    return {
-        name
-        for name in ctx.params
-        if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
-    }
 
 
 @main.command("bench")
@@ -600,7 +337,7 @@ def bench_command(
         if not tasks:
             raise MaxcodeError("name the TASKS to bench: task folders, suite folders, PIE .jsonl")
         settings = _search_settings(
-            _given(ctx), flags, config_file, maxcode_variant, observation, base_url
+            given(ctx), flags, config_file, maxcode_variant, observation, base_url
         )
         settings.pop("method", None)
         bench_id = new_bench(store, expand_suite(list(tasks)), list(methods), settings, trials)

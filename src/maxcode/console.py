@@ -41,6 +41,32 @@ def step_printer() -> Callable[[Any], None]:
     return show
 
 
+def print_summary(summary: Any) -> None:
+    """A finished search (``RunSummary``) in lines on stdout."""
+    from maxcode.search.results import interval_text
+
+    cost = "unknown" if summary.cost_usd is None else f"${summary.cost_usd:.4f}"
+    message = f": {summary.message}" if summary.message else ""
+    click.echo(f"run {summary.run_id} {summary.status}{message}")
+    where = f"node {summary.best_node}" if summary.best_node else "the reference"
+    click.echo(
+        f"best speedup {summary.best_speedup:.2f}x ({where}; timed: the low end of its 95% CI)"
+    )
+    if summary.verified_speedup is not None:
+        confirmed = f"node {summary.verified_node}" if summary.verified_node else "the reference"
+        interval = tuple(summary.verified_interval) if summary.verified_interval else None
+        measured = interval_text(summary.verified_speedup, interval)
+        click.echo(f"verified: {confirmed} at {measured} when judged again")
+    click.echo(f"best program {summary.best_program}")
+    click.echo(
+        f"{summary.evaluations} evaluations, {summary.llm_calls} LLM calls, "
+        f"{summary.prompt_tokens + summary.completion_tokens} tokens, cost {cost}"
+    )
+    click.echo(f"isolation {isolation_text(summary.isolation, summary.unsafe_isolation)}")
+    for voided in summary.void:
+        click.echo(f"void: node {voided['node']}: {voided['reason']}")
+
+
 def print_bench(bench_id: str, rows: list[Any], void: list[Any]) -> None:
     from rich.console import Console
     from rich.table import Table

@@ -353,7 +353,7 @@ def test_eval_help_states_the_reported_rounds() -> None:
     done = run_maxcode("eval", "--help")
     assert done.returncode == 0
     said = " ".join(done.stdout.split())
-    assert f"(default {REPORTED_ROUNDS}, and up to {MOST_ROUNDS} while" in said
+    assert f"unset: {REPORTED_ROUNDS}, and up to {MOST_ROUNDS} while" in said
 
 
 def test_eval_prints_each_rounds_speedup(capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from maxcode.evaluate.settings import EvalSettings
 from maxcode.executors import EvalJob, LocalExecutor
 from maxcode.tasks import load_task
 from tests.helpers import ECHO_SUM, write_task
@@ -17,7 +18,10 @@ def test_concurrent_evaluations_without_setup_share_the_slots(tmp_path: Path) ->
 
     async def run() -> list[bool]:
         verdicts = await asyncio.gather(
-            *(executor.evaluate(EvalJob(task, source, "wall", 1)) for source in sources)
+            *(
+                executor.evaluate(EvalJob(task, source, EvalSettings(repeats=1)))
+                for source in sources
+            )
         )
         return [verdict.correct for verdict in verdicts]
 

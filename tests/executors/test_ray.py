@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from maxcode.evaluate.settings import EvalSettings
 from maxcode.executors import EvalJob, LocalExecutor
 from maxcode.tasks import load_task
 from maxcode.types import Feedback
@@ -79,9 +80,9 @@ def test_same_answers_as_the_local_executor(ray_cluster: None, tmp_path: Path) -
     task = load_task(str(write_task(tmp_path / "t")))
     wrong = ECHO_SUM.replace("a + b", "a - b")
     jobs = [
-        EvalJob(task, ECHO_SUM, "instructions"),
-        EvalJob(task, wrong, "instructions"),
-        EvalJob(task, "int main( {", "instructions"),
+        EvalJob(task, ECHO_SUM, EvalSettings(metric="instructions")),
+        EvalJob(task, wrong, EvalSettings(metric="instructions")),
+        EvalJob(task, "int main( {", EvalSettings(metric="instructions")),
     ]
     local = _evaluate(LocalExecutor(), jobs)
     remote = _evaluate(RayExecutor(), jobs)
@@ -125,7 +126,9 @@ def test_a_worker_killed_mid_evaluation_is_retried(ray_cluster: None, tmp_path: 
 
     killer = threading.Thread(target=kill_the_first_evaluator)
     killer.start()
-    (feedback,) = _evaluate(RayExecutor(max_retries=3), [EvalJob(task, SLOW, "wall", 1)])
+    (feedback,) = _evaluate(
+        RayExecutor(max_retries=3), [EvalJob(task, SLOW, EvalSettings(repeats=1))]
+    )
     killer.join()
     assert killed, "no evaluating worker was seen"
     assert feedback.correct and feedback.tests_passed == 2

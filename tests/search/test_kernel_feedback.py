@@ -3,7 +3,7 @@ as an H100 gave them; the evaluations that produce them are ``gpu`` tests)."""
 
 from __future__ import annotations
 
-from maxcode.search.critique import _kernelbench_critique
+from maxcode.kinds import KINDS
 from maxcode.search.observation import describe_feedback
 from maxcode.types import Feedback, KernelMetrics, Roofline
 
@@ -60,7 +60,7 @@ def test_the_prompt_and_the_trajectory_line_carry_kernels_and_the_speed_of_light
 
 
 def test_the_template_critic_reads_the_roofline_and_the_occupancy() -> None:
-    critique = _kernelbench_critique(_feedback())
+    critique = KINDS["kernelbench"].critique(_feedback())
     assert "6% of the task's speed of light" in critique
     assert "memory-bound (8.39 MB per call)" in critique
     assert "reaches 25% occupancy" in critique

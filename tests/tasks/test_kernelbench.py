@@ -52,7 +52,7 @@ def test_a_problem_file_loads_without_running_it(tmp_path: Path) -> None:
     assert not marker.exists()
     assert task.kind == "kernelbench" and task.name == "19_ReLU"
     assert task.description == "Simple model that performs a ReLU activation."
-    assert task.extra["constants"] == {"batch_size": 16, "dim": 16384}
+    assert task.constants == {"batch_size": 16, "dim": 16384}
 
 
 def test_shapes_scale_down_for_the_cpu() -> None:

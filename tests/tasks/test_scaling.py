@@ -10,6 +10,7 @@ import pytest
 
 from maxcode.errors import TaskError
 from maxcode.tasks import load_task
+from maxcode.tasks.kernelbench import KernelBenchTask
 from maxcode.tasks.scaling import MIN_SIZE, scale_problem
 
 CONV = """import torch
@@ -205,8 +206,9 @@ def test_the_scaling_is_recorded_with_the_task(tmp_path: Path) -> None:
     path.write_text(CONV)
     task = load_task(str(path), scale=0.1)
     assert "shapes at scale 0.1: batch_size 128->16" in task.description
-    assert "batch_size = 16" in task.reference and task.extra["source"] == CONV
-    assert task.extra["overrides"]["in_channels"] == 8  # type: ignore[index]
+    assert isinstance(task, KernelBenchTask) and task.scaling.scale == 0.1
+    assert "batch_size = 16" in task.reference and task.original == CONV
+    assert task.scaling.overrides["in_channels"] == 8
     with pytest.raises(TaskError, match="scale"):
         scale_problem(CONV, 1.5)
 

@@ -55,11 +55,12 @@ from maxcode.evaluate.runs import (
 from maxcode.evaluate.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
 from maxcode.evaluate.stats import paired_speedup
 from maxcode.evaluate.turns import cpu_turn, timing_cpu
-from maxcode.tasks.model import Task
+from maxcode.kinds.base import read_candidate_file
 from maxcode.tasks.project import (
     SKIPPED,
     ProjectMetric,
     ProjectSpec,
+    ProjectTask,
     is_hidden,
     parse_bundle,
     region_problem,
@@ -96,7 +97,7 @@ class _Side:
 class _Project:
     """Runs commands in the copies, and keeps the copies as they were after the build."""
 
-    task: Task
+    task: ProjectTask
     spec: ProjectSpec
     sandbox: Sandbox
     verdict: Verdict
@@ -196,7 +197,7 @@ def command_argv(command: str) -> list[str]:
 
 
 def evaluate_project(
-    task: Task,
+    task: ProjectTask,
     candidate: str,
     *,
     metric: str | None = None,
@@ -209,8 +210,6 @@ def evaluate_project(
     docstring). ``metric``: None (or ``wall``) for the task's own ``bench_metric``;
     ``instructions`` counts the bench under callgrind whatever the task says."""
     spec = task.project
-    if spec is None:
-        raise MaxcodeError(f"{task.name}: not a project task")
     started = time.perf_counter()
     sandbox = sandbox or Sandbox()
     chosen = project_metric(spec, metric)
@@ -227,7 +226,7 @@ def evaluate_project(
         flags=isolation_flags(sandbox.isolation, sandbox.unsafe_ok),
     )
     bundle = parse_bundle(candidate)
-    reference = parse_bundle(task.reference).files
+    reference = task.reference_files()
     if bundle.error is not None:
         return _edit_failure(verdict, bundle.error)
     problem = _unsafe_path(bundle.files)
@@ -685,7 +684,7 @@ def _profile(project: _Project, side: _Side) -> ForwardProfile | None:
 # --- candidates from files (``maxcode eval TASK CANDIDATE``) ---------------------------------
 
 
-def load_candidate(task: Task, path: Path) -> str:
+def load_candidate(task: ProjectTask, path: Path) -> str:
     """A project candidate as a bundle, from a folder of replacement files (relative paths as
     in the project), a unified diff (``.diff``/``.patch``, or text starting like one), a
     bundle, or one file (the task's single editable file, or the editable file of that
@@ -694,15 +693,14 @@ def load_candidate(task: Task, path: Path) -> str:
     from maxcode.tasks.project import render_bundle
 
     spec = task.project
-    assert spec is not None
-    base = parse_bundle(task.reference).files
+    base = task.reference_files()
     if path.is_dir():
         files = dict(base)
         for entry in sorted(path.rglob("*")):
             if entry.is_file() and not any(part in SKIPPED for part in entry.parts):
-                files[entry.relative_to(path).as_posix()] = _read(entry)
+                files[entry.relative_to(path).as_posix()] = read_candidate_file(entry)
         return render_bundle(files)
-    text = _read(path)
+    text = read_candidate_file(path)
     if path.suffix in (".diff", ".patch") or text.startswith(("--- ", "diff ", "Index: ")):
         try:
             return render_bundle({**base, **apply_unified_diff(text, base, spec)})
@@ -721,12 +719,3 @@ def load_candidate(task: Task, path: Path) -> str:
         f"({', '.join(spec.editable)}); give a folder of files, a diff, or a file named "
         "like one of them"
     )
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise MaxcodeError(f"candidate not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise MaxcodeError(f"candidate {path} cannot be read: {error}") from None

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, cast
 
+from maxcode.evaluate.settings import EvalSettings
 from maxcode.tasks import Task
-from maxcode.types import Feedback, Metric
+from maxcode.types import Feedback
 
 if TYPE_CHECKING:
     from maxcode.evaluate import Sandbox
@@ -23,26 +24,8 @@ class EvalJob:
     """The task (reference and tests)."""
     source: str
     """The candidate program."""
-    metric: Metric = "wall"
-    """The cost to measure."""
-    repeats: int | None = None
-    """Timed rounds (wall metric); None for the task's own setting."""
-    device: str = "cpu"
-    """Where the candidate runs (KernelBench: cpu or cuda)."""
-    compile_baseline: bool = False
-    """KernelBench: also time the reference under ``torch.compile``."""
-    tolerance: float | None = None
-    """KernelBench: atol = rtol for floating outputs; None for the per-dtype defaults."""
-    profile: bool = False
-    """KernelBench: profile a forward of the reference and of the candidate (for the critic)."""
-    isolation: str = "auto"
-    """The sandbox level (``auto``, ``bwrap``, ``unshare``, ``rlimits``)."""
-    unsafe_isolation: bool = False
-    """The user accepted a level outside ``SAFE_LEVELS`` (``--unsafe-isolation``)."""
-    backend: str | None = None
-    """KernelBench: the candidates' kernel language (None: cuda on a GPU, C++ on a CPU)."""
-    check_scale: float | None = None
-    """KernelBench: also check a correct candidate at the problem's sizes times this."""
+    settings: EvalSettings = field(default_factory=EvalSettings)
+    """How it is built, checked and timed (a search's ``SearchConfig.evaluation``)."""
     reported: bool = False
     """The speedup is reported (a search's re-verification), not a screen: timed to a narrower
     interval (``evaluate_task``; KernelBench: in ``REPORTED_ROUNDS`` rounds of fresh workers,
@@ -50,21 +33,20 @@ class EvalJob:
 
     def sandbox_key(self) -> tuple[str, bool]:
         """What the job's sandbox is built from: ``Sandbox(level, unsafe_ok=...)``."""
-        return self.isolation, self.unsafe_isolation
+        return self.settings.isolation, self.settings.unsafe_isolation
 
-    def settings(self) -> dict[str, object]:
-        """The keyword arguments of ``evaluate_task`` this job sets (the sandbox aside)."""
-        return {
-            "metric": self.metric,
-            "repeats": self.repeats,
-            "device": self.device,
-            "compile_baseline": self.compile_baseline,
-            "tolerance": self.tolerance,
-            "profile": self.profile,
-            "backend": self.backend,
-            "check_scale": self.check_scale,
-            "reported": self.reported,
-        }
+    def run(self, sandbox: Sandbox, cpu: int | None) -> Feedback:
+        """Judge the candidate here, in ``sandbox``, its timed runs pinned to ``cpu``."""
+        from maxcode.evaluate import evaluate_task
+
+        return evaluate_task(
+            self.task,
+            self.source,
+            self.settings,
+            sandbox=sandbox,
+            cpu=cpu,
+            reported=self.reported,
+        )
 
 
 @cache

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from maxcode.evaluate import Sandbox, evaluate_task, prebuild_task
+from maxcode.evaluate import Sandbox, prebuild_task
 from maxcode.evaluate.turns import usable_cpus
 from maxcode.executors.base import EvalJob, Executor, sandbox_for
 from maxcode.types import Feedback
@@ -39,13 +39,7 @@ class LocalExecutor(Executor):
         return self.sandbox or sandbox_for(*job.sandbox_key())
 
     def _evaluate(self, job: EvalJob, cpu: int | None) -> Feedback:
-        return evaluate_task(
-            job.task,
-            job.source,
-            sandbox=self._sandbox(job),
-            cpu=cpu,
-            **job.settings(),  # type: ignore[arg-type]
-        )
+        return job.run(self._sandbox(job), cpu)
 
     async def evaluate(self, job: EvalJob) -> Feedback:
         if self._slots is None:
@@ -55,7 +49,7 @@ class LocalExecutor(Executor):
         async with self._slots:
             cpu = self._free.pop()
             try:
-                if job.device != "cuda":
+                if job.settings.device != "cuda":
                     return await asyncio.to_thread(self._evaluate, job, cpu)
                 # One GPU: the candidate's extensions build on the CPUs first, while another
                 # evaluation may be timed.
@@ -63,7 +57,7 @@ class LocalExecutor(Executor):
                     prebuild_task,
                     job.task,
                     job.source,
-                    device=job.device,
+                    device=job.settings.device,
                     sandbox=self._sandbox(job),
                 )
                 if failed is not None:

@@ -57,12 +57,11 @@ def claim_cpu() -> Iterator[int | None]:
 def evaluate_on_worker(job: EvalJob) -> Feedback:
     """What a Ray worker runs: one evaluation, timed on a CPU it holds alone, in the sandbox
     the job names (the run's level and opt-in, never a worker's own fallback)."""
-    from maxcode.evaluate import evaluate_task
     from maxcode.executors.base import sandbox_for
 
     sandbox = sandbox_for(*job.sandbox_key())
     with claim_cpu() as cpu:
-        return evaluate_task(job.task, job.source, cpu=cpu, sandbox=sandbox, **job.settings())  # type: ignore[arg-type]
+        return job.run(sandbox, cpu)
 
 
 class RayExecutor(Executor):

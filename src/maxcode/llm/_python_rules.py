@@ -20,6 +20,8 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from maxcode.pyast import parse
+
 
 @dataclass(frozen=True)
 class PythonRewrite:
@@ -33,7 +35,7 @@ class PythonRewrite:
 
 def _parse(source: str) -> ast.Module | None:
     try:
-        return ast.parse(source)
+        return parse(source)
     except (SyntaxError, ValueError):
         return None
 

@@ -14,6 +14,7 @@ from maxcode.config import maxcode_home
 from maxcode.errors import MaxcodeError
 from maxcode.evaluate.sandbox import SAFE_LEVELS
 from maxcode.executors import Executor, make_executor
+from maxcode.kinds import kind_named, kind_of
 from maxcode.llm import NO_MODEL_MESSAGE, Budget, BudgetExhausted, LLMProvider, resolve_model
 from maxcode.search.config import SearchConfig
 from maxcode.search.critique import Critic, LLMCritic, TemplateCritic
@@ -24,7 +25,6 @@ from maxcode.search.value import make_value
 from maxcode.store import RunRecord, RunStore
 from maxcode.tasks import Task, load_task
 
-EXTENSIONS = {"cpp": ".cpp", "kernelbench": ".py", "project": ""}
 UNSAFE = "expected outputs are readable and state may survive between runs"
 BUDGET_SETTINGS = ("max_usd", "max_llm_tokens", "max_llm_calls")
 
@@ -84,30 +84,18 @@ def new_run(
 ) -> str:
     """Record a new run and return its id (the task is loaded and checked first)."""
     task = load_task(task_spec, config.pie_tests, config.scale)
-    chose = config.device == "auto" and task.kind == "kernelbench"
-    if config.device == "auto":
-        from maxcode.evaluate.kernelbench import resolve_device
-
-        config = config.model_copy(update={"device": resolve_device("auto", task.kind)})
-    if task.kind in ("cpp", "project") and config.device != "cpu":
-        # Fail before any LLM call is paid for.
-        raise MaxcodeError(f"{task.name}: C++ tasks run on the CPU; --device is for KernelBench")
-    if task.kind == "kernelbench":
-        if config.metric != "wall":
-            raise MaxcodeError(f"{task.name}: KernelBench tasks are timed (--metric wall)")
-        from maxcode.evaluate.kernelbench import check_device
-
-        check_device(config.device, backend=config.backend)
-    elif config.backend is not None:
-        raise MaxcodeError(f"{task.name}: --backend is for KernelBench tasks")
+    kind = kind_of(task)
+    # Checked before any LLM call is paid for.
+    prepared = kind.prepare(task.name, config)
+    kind.ready(prepared)
+    note = kind.device_note(prepared.device) if config.device == "auto" else None
+    config = config.model_copy(update={"device": prepared.device})
     make_value(config.value)
     config = resolve_isolation(config)
     if config.unsafe_isolation and config.isolation not in SAFE_LEVELS:
         say(f"warning: isolation {config.isolation} accepted with --unsafe-isolation: {UNSAFE}")
-    if chose:
-        from maxcode.evaluate.kernelbench import device_note
-
-        say(device_note(config.device))
+    if note:
+        say(note)
     if config.model == "rules":
         say(NO_MODEL_MESSAGE)
     run_id = uuid.uuid4().hex[:12]
@@ -164,9 +152,7 @@ async def run_search_async(
     config = SearchConfig.model_validate({**record.config, **overrides, "base_url": base_url})
     task = load_task(record.task_spec, config.pie_tests, config.scale)
     if config.device == "auto":  # a run recorded before it was resolved (a bench's)
-        from maxcode.evaluate.kernelbench import resolve_device
-
-        config = config.model_copy(update={"device": resolve_device("auto", task.kind)})
+        config = config.model_copy(update={"device": kind_of(task).device("auto")})
     store.update_run(run_id, status="running", message="")
     try:
         outcome = await _search(store, run_id, task, config, on_step, executor)
@@ -311,17 +297,11 @@ def summarize(store: RunStore, run_id: str, output: Path | None = None) -> RunSu
         source = load_task(
             record.task_spec, record.config.get("pie_tests"), record.config.get("scale", 1.0)
         ).reference
-    extension = EXTENSIONS.get(record.task_kind, ".txt")
-    path = output or maxcode_home() / "runs" / record.run_id / f"best{extension}"
+    kind = kind_named(record.task_kind)
+    path = output or maxcode_home() / "runs" / record.run_id / f"best{kind.extension}"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        if record.task_kind == "project":
-            from maxcode.tasks.project import write_bundle
-
-            # A folder of the editable files, as ``maxcode eval TASK FOLDER`` takes it.
-            write_bundle(source, path)
-        else:
-            path.write_text(source)
+        kind.write_program(source, path)
     except OSError as error:
         print(f"warning: cannot write the best program to {path}: {error}", file=sys.stderr)
     usage = store.usage(record.run_id)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from maxcode.errors import MaxcodeError
-from maxcode.evaluate.sandbox import IsolationChoice
+from maxcode.evaluate.settings import EvalSettings, validated
 
 MethodName = Literal["best-of-n", "effi-learner", "cuda-llm", "beam", "tree"]
 METHODS: tuple[str, ...] = ("best-of-n", "effi-learner", "cuda-llm", "beam", "tree")
@@ -17,8 +17,9 @@ MAXCODE_PARTS: tuple[str, ...] = ("trajectory", "critique", "best")
 """The observation of the MaxCode variant of every method (``--maxcode``)."""
 
 
-class SearchConfig(BaseModel):
-    """Everything that decides what a search does; stored with the run."""
+class SearchConfig(EvalSettings):
+    """Everything that decides what a search does, its evaluations' settings included (their
+    record, ``EvalSettings``, is the base); stored with the run."""
 
     model_config = ConfigDict(use_attribute_docstrings=True, extra="forbid")
 
@@ -45,45 +46,25 @@ class SearchConfig(BaseModel):
     base_url: str | None = None
     """Endpoint for OpenAI-compatible providers (not stored as part of the run's identity)."""
     metric: Literal["wall", "instructions"] = "wall"
-    """The cost the reward is measured in."""
-    repeats: int | None = Field(default=None, ge=1)
-    """C++ and projects: the least number of timed rounds (more until the interval is narrow);
-    KernelBench: exactly this many timed calls per side; None: adaptive."""
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    """Where KernelBench candidates run: auto is cuda when PyTorch sees a GPU, else cpu (C++
-    and project tasks: cpu); a run records the device it resolved to."""
-    backend: Literal["cuda", "triton"] | None = None
-    """KernelBench: the kernel language candidates are asked for (cuda or triton); unset: cuda
-    on a GPU, C++ extensions on a CPU. Triton on a CPU is checked in Triton's interpreter and
-    timed only on a GPU (no reward there)."""
-
-    def kernel_backend(self) -> str:
-        """The backend in effect: ``backend``, else ``cuda`` on a GPU, ``cpp`` on a CPU."""
-        return self.backend or ("cuda" if self.device == "cuda" else "cpp")
-
-    scale: float = Field(default=1.0, gt=0, le=1)
-    """KernelBench: factor for the problem's sizes, hyper-parameters kept (smaller shapes for a
-    CPU)."""
-    compile_baseline: bool = False
-    """KernelBench: also time the reference under ``torch.compile`` in every evaluation."""
-    tolerance: float | None = Field(default=None, gt=0)
-    """KernelBench: atol = rtol for floating outputs; None for the per-dtype defaults."""
-    check_scale: float | None = Field(default=None, gt=0, le=1)
-    """KernelBench: also check each correct candidate at the problem's sizes times this (other
-    shapes, untimed); a candidate wrong there gets a ``shapes`` warning, shown to the critic."""
+    """The cost the reward is measured in: wall time, or callgrind's instruction count
+    (deterministic)."""
     verify: bool = True
     """When the run ends, judge its best program again (fresh processes and inputs) before it
     is reported; when that fails, the next best is tried."""
-    profile: bool | None = None
-    """Profile every correct candidate for the critic and the trajectory (C++: hot source
-    lines and cache misses under callgrind; KernelBench: the top operators of a forward);
-    None: on when an LLM critic reads them."""
 
     def profiling(self) -> bool:
-        """Whether evaluations collect profiles."""
+        """Whether evaluations collect profiles: ``profile`` when set, else when an LLM critic
+        reads them."""
         if self.profile is not None:
             return self.profile
         return (self.critic_model or self.model) != "rules"
+
+    def evaluation(self, profile: bool | None = None) -> EvalSettings:
+        """The settings each of the search's evaluations runs with (``profile`` None: as
+        ``profiling`` says)."""
+        settings = self.model_dump(include=set(EvalSettings.model_fields))
+        settings["profile"] = self.profiling() if profile is None else profile
+        return EvalSettings.model_validate(settings)
 
     temperature: float = Field(default=0.7, ge=0)
     """Sampling temperature of the policy."""
@@ -111,14 +92,6 @@ class SearchConfig(BaseModel):
     """Stop when LLM tokens would pass this many."""
     max_llm_calls: int | None = Field(default=None, ge=1)
     """Stop after this many LLM calls."""
-    pie_tests: str | None = None
-    """Test-case folder of a PIE row."""
-    isolation: IsolationChoice = "auto"
-    """Sandbox for candidates: auto picks the strongest available; a run stores the level it
-    resolved to, so a resumed run keeps it."""
-    unsafe_isolation: bool = False
-    """Accept an isolation level that cannot keep expected outputs private and runs stateless
-    (rlimits); without it such a level is refused. Recorded with the run and every result."""
 
     @field_validator("observation")
     @classmethod
@@ -175,10 +148,5 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
 
 def make_config(settings: dict[str, Any]) -> SearchConfig:
     """Validate settings into a config; a bad one is a one-line ``MaxcodeError``."""
-    try:
-        return SearchConfig.model_validate(settings)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "config"
-        message = str(first["msg"]).removeprefix("Value error, ")
-        raise MaxcodeError(f"{where}: {message}") from None
+    config: SearchConfig = validated(SearchConfig, settings)
+    return config

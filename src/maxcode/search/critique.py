@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from maxcode.kinds import kind_of
 from maxcode.llm import LLMProvider, LLMRequest
 from maxcode.search.observation import build_critic_prompt, void_line
 from maxcode.search.tree import Node
 from maxcode.tasks import Task
-from maxcode.types import Feedback
 
 
 class Critic(Protocol):
@@ -91,62 +91,4 @@ class TemplateCritic:
                 f"Diagnosis: {kind.replace('_', ' ')} ({first}).\n"
                 f"Suggestions:\n{hint}\n- Keep the output format byte for byte."
             )
-        if task.kind == "kernelbench":
-            return _kernelbench_critique(feedback)
-        heaviest = ""
-        if feedback.candidate_costs and feedback.tests:
-            position = max(
-                range(len(feedback.candidate_costs)), key=feedback.candidate_costs.__getitem__
-            )
-            share = feedback.candidate_costs[position] / max(sum(feedback.candidate_costs), 1e-12)
-            heaviest = f" Test {feedback.tests[position].index} takes {share:.0%} of its time."
-        return (
-            f"Diagnosis: correct and {feedback.speedup:.2f}x faster than the reference.{heaviest}\n"
-            "Suggestions:\n"
-            "- Look for a better algorithm or data structure for the hot loop.\n"
-            "- Read input and write output in bulk; avoid per-item flushes.\n"
-            "- Avoid copies and allocations inside loops; keep data contiguous."
-        )
-
-
-def _kernelbench_critique(feedback: Feedback) -> str:
-    """Rules of thumb for a correct KernelBench candidate, read off its profile."""
-    diagnosis = f"Diagnosis: correct and {feedback.speedup:.2f}x faster than eager PyTorch."
-    suggestions = []
-    profile = feedback.profiles.get("candidate")
-    if profile is not None and profile.top:
-        first = profile.top[0]
-        diagnosis += f" {first.share:.0%} of its time is in {first.name}."
-        if profile.launches > 1.5:
-            unit = "kernels" if profile.clock == "cuda" else "operators"
-            suggestions.append(
-                f"- It runs {profile.launches:.0f} {unit} per call: fuse them into one custom "
-                "kernel that reads the input once and writes the output once."
-            )
-        suggestions.append(f"- Write {first.name} as a custom kernel specialised to these shapes.")
-    roofline = feedback.roofline
-    if roofline is not None and roofline.fraction is not None and not roofline.capped:
-        diagnosis += f" It runs at {roofline.fraction:.0%} of the task's speed of light."
-        if roofline.bound() == "memory" and roofline.fraction < 0.5:
-            suggestions.append(
-                f"- The task is memory-bound ({roofline.bytes / 1e6:.2f} MB per call): read each "
-                "input once with wide, coalesced loads and write the output once."
-            )
-        elif roofline.bound() == "compute" and roofline.fraction < 0.5:
-            suggestions.append(
-                f"- The task is compute-bound ({roofline.flops / 1e9:.3f} GFLOP per call): tile "
-                "the products so operands are reused from registers and shared memory."
-            )
-    own = [kernel for kernel in feedback.kernel_metrics if not kernel.library]
-    if own and own[0].occupancy is not None and own[0].occupancy < 0.3:
-        suggestions.append(
-            f"- {own[0].name[:60]} reaches {own[0].occupancy:.0%} occupancy: use more threads "
-            "per block or fewer registers and less shared memory per thread."
-        )
-    if feedback.speedup_vs_compile is not None and feedback.speedup_vs_compile < 1:
-        suggestions.append(
-            f"- torch.compile is still {1 / feedback.speedup_vs_compile:.2f}x faster: it fuses "
-            "the operators; a hand-fused kernel should at least match it."
-        )
-    suggestions.append("- Keep memory access contiguous and avoid temporaries between steps.")
-    return diagnosis + "\nSuggestions:\n" + "\n".join(suggestions)
+        return kind_of(task).critique(feedback)

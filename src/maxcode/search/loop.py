@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
 from maxcode.executors import EvalJob, Executor
+from maxcode.kinds import kind_of
 from maxcode.llm import LLMProvider, LLMRequest
-from maxcode.llm.extract import extract_code
 from maxcode.search.config import SearchConfig
 from maxcode.search.critique import Critic
 from maxcode.search.methods import Expansion, Method
 from maxcode.search.observation import History, build_policy_prompt
 from maxcode.search.results import confirms, interval_text, refutation
-from maxcode.search.tree import LANGUAGE, Node, best_node, evaluation_keys
+from maxcode.search.tree import Node, best_node, evaluation_keys
 from maxcode.search.value import ValueFunction
 from maxcode.store import NodeRecord, RunStore
 from maxcode.tasks import Task
@@ -176,7 +176,7 @@ class Search:
 
     @property
     def language(self) -> str:
-        return LANGUAGE.get(self.task.kind, self.task.kind)
+        return kind_of(self.task).language
 
     async def run(self) -> SearchOutcome:
         """Run (or replay and continue) the search to its end."""
@@ -284,11 +284,7 @@ class Search:
     def _extract(self, text: str, parent: Node) -> str | None:
         """The program in an answer; for a project, the bundle its file blocks or edits make
         of the parent's files (failed edits give a bundle that says why)."""
-        if self.task.kind == "project" and self.task.project is not None:
-            from maxcode.llm.edits import extract_project
-
-            return extract_project(text, parent.source or self.task.reference, self.task.project)
-        return extract_code(text, self.language)
+        return kind_of(self.task).extract(self.task, text, parent.source or self.task.reference)
 
     async def _scores(
         self,
@@ -410,21 +406,7 @@ class Search:
             node.feedback = first.feedback
 
     def _job(self, source: str, profile: bool | None = None, reported: bool = False) -> EvalJob:
-        return EvalJob(
-            self.task,
-            source,
-            self.config.metric,
-            self.config.repeats,
-            device=self.config.device,
-            compile_baseline=self.config.compile_baseline,
-            tolerance=self.config.tolerance,
-            profile=self.config.profiling() if profile is None else profile,
-            isolation=self.config.isolation,
-            unsafe_isolation=self.config.unsafe_isolation,
-            backend=self.config.backend,
-            check_scale=self.config.check_scale,
-            reported=reported,
-        )
+        return EvalJob(self.task, source, self.config.evaluation(profile), reported=reported)
 
     # --- the final re-verification -------------------------------------------------------
 

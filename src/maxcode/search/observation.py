@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import jinja2
 
+from maxcode.kinds import kind_of
 from maxcode.search.results import interval_text
 from maxcode.search.tree import Node
 from maxcode.tasks import Task
@@ -386,7 +387,7 @@ def render(template: str, **variables: Any) -> str:
 
 def template_set(task: Task) -> str:
     """The folder of prompt templates for a task's kind."""
-    return {"cpp": "cpp"}.get(task.kind, task.kind)
+    return kind_of(task).templates
 
 
 def build_policy_prompt(history: History) -> tuple[str, str]:

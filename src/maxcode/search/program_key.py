@@ -19,6 +19,8 @@ import json
 import re
 import warnings
 
+from maxcode.pyast import parse
+
 KEY_VERSION = "maxcode-program-key-2"
 """Mixed into every key, so no key of today equals one of the whitespace keys of older runs."""
 
@@ -266,7 +268,7 @@ def _python_canonical(source: str) -> str:
     that nothing else reads is replaced by its C++ key."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # invalid escapes and the like: not ours to report
-        tree = ast.parse(source)
+        tree = parse(source)
     for constant in _inline_sources(tree):
         if not isinstance(constant.value, str):
             continue

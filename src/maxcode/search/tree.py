@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from maxcode.errors import MaxcodeError
+from maxcode.kinds import kind_named
 from maxcode.search.program_key import legacy_key, program_key
 from maxcode.store import RunStore
 from maxcode.tasks import load_task
@@ -106,10 +107,6 @@ def best_node(nodes: list[Node]) -> Node:
     return best
 
 
-LANGUAGE = {"cpp": "cpp", "kernelbench": "python", "project": "project"}
-"""The language of a task's programs, by task kind."""
-
-
 def normalised_key(source: str, language: str) -> str:
     """Identity of a program for deduplication: the same for programs that differ only in
     comments and formatting (``language``: ``cpp`` or ``python``)."""
@@ -139,7 +136,7 @@ def load_tree(store: RunStore, run_id: str) -> list[Node]:
     reference = load_task(
         record.task_spec, record.config.get("pie_tests"), record.config.get("scale", 1.0)
     ).reference
-    language = LANGUAGE.get(record.task_kind, record.task_kind)
+    language = kind_named(record.task_kind).language
     root = Node("0", None, 0, reference)
     nodes = {"0": root}
     first_with_key: dict[str, Node] = {}

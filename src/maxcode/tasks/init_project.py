@@ -90,10 +90,12 @@ def init_command(
     if no_check:
         return
     from maxcode.evaluate.project import evaluate_project
-    from maxcode.tasks import load_task
+    from maxcode.tasks.load import load_task_folder
+    from maxcode.tasks.project import ProjectTask
 
     try:
-        task = load_task(str(folder))
+        task = load_task_folder(folder)
+        assert isinstance(task, ProjectTask)  # the task.toml just written says kind "project"
         # The reference against itself: it must build, pass its check, and the bench must run.
         verdict = evaluate_project(task, task.reference, repeats=1)
     except MaxcodeError:
@@ -105,7 +107,7 @@ def init_command(
     if not verdict.correct:
         raise MaxcodeError(f"the reference failed against itself: {verdict.summary()}")
     click.echo(
-        f"ok: {task.name}: {len(task.project.editable if task.project else ())} editable "
+        f"ok: {task.name}: {len(task.project.editable)} editable "
         f"file(s); the check passes; the bench costs {verdict.reference_cost:.4g} "
         f"({verdict.metric})"
     )

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from maxcode.errors import TaskError
+from maxcode.pyast import parse
 from maxcode.tasks.model import Task
 from maxcode.tasks.scaling import Scaling, scale_problem
 
@@ -27,7 +28,7 @@ PROBLEM_FILE = re.compile(r"^(\d+)_.*\.py$")
 def shape_constants(source: str) -> dict[str, int]:
     """Module-level ``NAME = <int>`` assignments (the shapes a problem is defined with)."""
     constants: dict[str, int] = {}
-    for statement in ast.parse(source).body:
+    for statement in parse(source).body:
         if (
             isinstance(statement, ast.Assign)
             and len(statement.targets) == 1
@@ -47,8 +48,8 @@ def scaled_constants(source: str, scale: float) -> dict[str, int]:
 def reference_failure(task: Task, why: str) -> str:
     """The one-line error of a reference that does not run, naming the scaling when the task
     was scaled (the likely cause, and the override that undoes it)."""
-    scaling = task.extra.get("scaling")
-    if not isinstance(scaling, Scaling) or scaling.scale == 1.0:
+    scaling = task.scaling if isinstance(task, KernelBenchTask) else None
+    if scaling is None or scaling.scale == 1.0:
         return f"{task.origin}: the reference does not run: {why}"
     return (
         f"{task.origin}: the problem does not run at scale {scaling.scale:g}: {why} "
@@ -56,14 +57,26 @@ def reference_failure(task: Task, why: str) -> str:
     )
 
 
-def load_kernelbench_problem(path: Path, scale: float = 1.0) -> Task:
+@dataclass(frozen=True, kw_only=True)
+class KernelBenchTask(Task):
+    """A KernelBench problem: ``reference`` is its source at the sizes it is run at."""
+
+    scaling: Scaling
+    """How its sizes were scaled (``scale`` 1.0: as published), with the scaled constants."""
+    original: str
+    """The problem's source as published (the sizes ``--check-scale`` scales from)."""
+    constants: dict[str, int] = field(default_factory=dict, compare=False)
+    """Its plain integer module constants as published (``shape_constants``)."""
+
+
+def load_kernelbench_problem(path: Path, scale: float = 1.0) -> KernelBenchTask:
     """A KernelBench problem file as a task (checked, not run)."""
     try:
         source = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise TaskError(f"{path}: cannot be read: {error}") from None
     try:
-        tree = ast.parse(source, filename=str(path))
+        tree = parse(source, filename=str(path))
     except SyntaxError as error:
         raise TaskError(f"{path}:{error.lineno}: syntax error: {error.msg}") from None
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
@@ -85,7 +98,7 @@ def load_kernelbench_problem(path: Path, scale: float = 1.0) -> Task:
     description = docstring.strip().splitlines()[0] if docstring.strip() else ""
     if scale != 1.0:
         description = f"{description} ({scaling.note()})".strip()
-    return Task(
+    return KernelBenchTask(
         name=path.stem,
         kind="kernelbench",
         reference=scaling.source,
@@ -95,13 +108,9 @@ def load_kernelbench_problem(path: Path, scale: float = 1.0) -> Task:
         # One limit for a whole worker run: importing torch, building extensions, all calls.
         timeout_s=KERNELBENCH_TIMEOUT_S,
         memory_mb=KERNELBENCH_MEMORY_MB,
-        extra={
-            "scale": scale,
-            "constants": shape_constants(source),
-            "overrides": scaling.overrides,
-            "scaling": scaling,
-            "source": source,
-        },
+        scaling=scaling,
+        original=source,
+        constants=shape_constants(source),
     )
 
 
@@ -113,17 +122,16 @@ def _scaling(source: str, scale: float, origin: str) -> Scaling:
         raise TaskError(f"{origin}: {error}") from None
 
 
-def rescaled(task: Task, scale: float) -> Task:
+def rescaled(task: KernelBenchTask, scale: float) -> KernelBenchTask:
     """``task`` (a KernelBench problem) at other shapes: its original sizes times ``scale``, as
     ``--scale`` would make them. TaskError when that gives the task's own shapes."""
-    scaling = _scaling(str(task.extra["source"]), scale, task.origin)
+    scaling = _scaling(task.original, scale, task.origin)
     if scaling.source == task.reference:
         raise TaskError(
             f"{task.origin}: scale {scale:g} gives the problem's own shapes (choose another "
             "--check-scale)"
         )
-    extra = {**task.extra, "scale": scale, "overrides": scaling.overrides, "scaling": scaling}
-    return replace(task, reference=scaling.source, extra=extra)
+    return replace(task, reference=scaling.source, scaling=scaling)
 
 
 def kernelbench_suite(folder: Path) -> list[Path]:

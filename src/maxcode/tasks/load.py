@@ -95,20 +95,24 @@ def load_task_folder(folder: Path) -> Task:
         raw = tomllib.loads(_read_text(config_path))
     except tomllib.TOMLDecodeError as error:
         raise TaskError(f"{config_path}: not valid TOML: {error}") from None
-    if isinstance(raw, dict) and raw.get("kind") == "project":
-        from maxcode.tasks.project import load_project_folder
+    from maxcode.kinds import KINDS
 
-        return load_project_folder(folder, raw, config_path)
+    name = raw.get("kind", "cpp")
+    kind = KINDS.get(name) if isinstance(name, str) else None
+    if kind is None or not kind.in_folders:
+        folders = " or ".join(repr(kind.name) for kind in KINDS.values() if kind.in_folders)
+        raise TaskError(f"{config_path}: kind {name!r} is not supported (use {folders})")
+    return kind.load_folder(folder, raw, config_path)
+
+
+def load_cpp_folder(folder: Path, raw: dict[str, Any], config_path: Path) -> Task:
+    """A C++ task folder: ``task.toml`` (read into ``raw``), ``reference.cpp``, ``tests/``."""
     try:
         config = _TaskToml.model_validate(raw)
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise TaskError(f"{config_path}: {where}: {first['msg']}") from None
-    if config.kind != "cpp":
-        raise TaskError(
-            f"{config_path}: kind {config.kind!r} is not supported (use 'cpp' or 'project')"
-        )
     reference_path = folder / "reference.cpp"
     if not reference_path.is_file():
         raise TaskError(f"{folder}: no reference.cpp")

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
-
-if TYPE_CHECKING:
-    from maxcode.tasks.project import ProjectSpec
+from typing import Literal
 
 TaskKind = Literal["cpp", "kernelbench", "project"]
 
@@ -54,7 +51,9 @@ def hold_out(
 
 @dataclass(frozen=True)
 class Task:
-    """A program to make faster, with everything needed to check and time a rewrite."""
+    """A program to make faster, with everything needed to check and time a rewrite. Kinds
+    with more to say extend it (``KernelBenchTask``, ``ProjectTask``); ``maxcode.kinds`` says
+    what each kind does with its tasks."""
 
     name: str
     """Short name, used in run records and reports."""
@@ -88,6 +87,3 @@ class Task:
     """The relative tolerance for real-number tokens, against the expected value."""
     extra: dict[str, object] = field(default_factory=dict, compare=False)
     """Fields of the source record that maxcode does not interpret (kept for reports)."""
-    project: ProjectSpec | None = None
-    """Project tasks: the folder, the editable files and the build, check and bench commands
-    (``reference`` is then a bundle of the editable files, ``tests`` is empty)."""

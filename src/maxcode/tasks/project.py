@@ -138,7 +138,7 @@ class ProjectSpec:
     """Editable files that are editable only between their ``maxcode: begin/end`` markers."""
 
 
-def load_project_folder(folder: Path, raw: dict[str, Any], config_path: Path) -> Task:
+def load_project_folder(folder: Path, raw: dict[str, Any], config_path: Path) -> ProjectTask:
     """A project task from its folder and its parsed ``task.toml``."""
     try:
         config = _ProjectToml.model_validate(raw)
@@ -208,7 +208,7 @@ def load_project_folder(folder: Path, raw: dict[str, Any], config_path: Path) ->
         files=frozenset(files),
         regions=regions,
     )
-    return Task(
+    return ProjectTask(
         name=config.name or root.name,
         kind="project",
         reference=render_bundle(texts),
@@ -222,6 +222,19 @@ def load_project_folder(folder: Path, raw: dict[str, Any], config_path: Path) ->
         cpus=config.cpus,
         project=spec,
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProjectTask(Task):
+    """A project: ``reference`` is the bundle of its editable files as they are (a candidate
+    is stored and shown as such a bundle, ``render_bundle``), ``tests`` is empty."""
+
+    project: ProjectSpec
+    """The folder, the editable files and the build, check and bench commands."""
+
+    def reference_files(self) -> dict[str, str]:
+        """The editable files as they are, by relative path."""
+        return parse_bundle(self.reference).files
 
 
 def project_files(root: Path) -> list[str]:

@@ -57,6 +57,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 
 from maxcode.errors import TaskError
+from maxcode.pyast import parse
 
 MIN_SIZE = 8
 """Sizes up to this are never changed, larger ones never scaled below it (a convolution or a
@@ -338,7 +339,7 @@ def scale_problem(source: str, scale: float) -> Scaling:
     """Scale the sizes of a KernelBench problem's source by ``scale`` (``0 < scale <= 1``)."""
     if not 0 < scale <= 1:
         raise TaskError(f"the shape scale must be in (0, 1], not {scale}")
-    tree = ast.parse(source)
+    tree = parse(source)
     forced = _comment_overrides(source, tree)
     usage = _Usage(tree)
     constants = _module_constants(tree)

@@ -70,9 +70,7 @@ from maxcode.evaluate.kernelbench.worker.protocol import Part, Phase, Side, Work
 from maxcode.evaluate.kernelbench.zygote import ROUNDS_PER_PAIR, Zygotes
 from maxcode.evaluate.sandbox import Sandbox, hidden_from_others
 from maxcode.evaluate.turns import cpu_turn, timing_cpu
-from maxcode.tasks.kernelbench import rescaled
-from maxcode.tasks.model import Task
-from maxcode.tasks.scaling import Scaling
+from maxcode.tasks.kernelbench import KernelBenchTask, rescaled
 from maxcode.types import Feedback, TimingStats
 
 
@@ -103,12 +101,12 @@ def check_device(
     return torch
 
 
-def resolve_device(device: str, kind: str) -> str:
-    """The device ``device`` names: ``auto`` is ``cuda`` for a KernelBench task when PyTorch
-    sees a GPU, else ``cpu`` (C++ and project tasks run on the CPU)."""
+def resolve_device(device: str) -> str:
+    """The device ``device`` names: ``auto`` is ``cuda`` when PyTorch sees a GPU, else
+    ``cpu``."""
     if device != "auto":
         return device
-    if kind != "kernelbench" or importlib.util.find_spec("torch") is None:
+    if importlib.util.find_spec("torch") is None:
         return "cpu"
     import torch
 
@@ -133,7 +131,7 @@ def needs_build(candidate: str) -> bool:
 
 
 def build_kernelbench(
-    task: Task,
+    task: KernelBenchTask,
     candidate: str,
     *,
     settings: KernelBenchSettings | None = None,
@@ -158,7 +156,7 @@ def build_kernelbench(
 
 
 def evaluate_kernelbench(
-    task: Task,
+    task: KernelBenchTask,
     candidate: str,
     *,
     settings: KernelBenchSettings | None = None,
@@ -229,7 +227,7 @@ def forks(settings: KernelBenchSettings) -> bool:
 
 def _at_other_shapes(
     feedback: Feedback,
-    other: Task,
+    other: KernelBenchTask,
     candidate: str,
     settings: KernelBenchSettings,
     sandbox: Sandbox,
@@ -239,7 +237,7 @@ def _at_other_shapes(
 ) -> Feedback:
     """``feedback`` (a correct verdict), with a ``shapes`` warning when the candidate's outputs
     are wrong at ``other``'s shapes (checked as at its own, nothing timed)."""
-    scale = float(other.extra["scale"])  # type: ignore[arg-type]
+    scale = other.scaling.scale
     checks = replace(settings, check_only=True)
     try:
         elsewhere = _one_round(other, candidate, checks, sandbox, cpu, paths, torch)
@@ -247,9 +245,7 @@ def _at_other_shapes(
         raise TaskError(f"--check-scale {scale:g}: {error}") from None
     if elsewhere.correct:
         return feedback
-    scaling = other.extra["scaling"]
-    changed = scaling.changed if isinstance(scaling, Scaling) else {}
-    sizes = ", ".join(f"{name} {value}" for name, value in changed.items())
+    sizes = ", ".join(f"{name} {value}" for name, value in other.scaling.changed.items())
     where = f"scale {scale:g}" + (f" ({sizes})" if sizes else "")
     why = elsewhere.error.message if elsewhere.error else "not correct"
     flag = finding("shapes", f"correct at the problem's shapes, wrong at {where}: {why}")
@@ -257,7 +253,7 @@ def _at_other_shapes(
 
 
 def _one_round(
-    task: Task,
+    task: KernelBenchTask,
     candidate: str,
     settings: KernelBenchSettings,
     sandbox: Sandbox,

@@ -38,7 +38,7 @@ from maxcode.evaluate.kernelbench.settings import (
 from maxcode.evaluate.kernelbench.worker.protocol import Part, Phase
 from maxcode.evaluate.sandbox import Sandbox
 from maxcode.evaluate.stats import PairedEstimate, PairedExcess, chunk_pair_speedup, paired_excess
-from maxcode.tasks.model import Task
+from maxcode.tasks.kernelbench import KernelBenchTask
 from maxcode.types import ErrorKind, Feedback, ForwardProfile, TestOutcome, TimingStats
 
 _LIMIT_KINDS: dict[str, ErrorKind] = {
@@ -83,7 +83,7 @@ has none; children it reaped are counted in whole clock ticks)."""
 @dataclass
 class Judge:
     torch: Any
-    task: Task
+    task: KernelBenchTask
     settings: KernelBenchSettings
     verdict: Verdict
     plan: TimedPlan
@@ -92,13 +92,12 @@ class Judge:
     def start(
         cls,
         torch: Any,
-        task: Task,
+        task: KernelBenchTask,
         settings: KernelBenchSettings,
         digest: str,
         sandbox: Sandbox,
         plan: TimedPlan | None = None,
     ) -> Judge:
-        scale = task.extra.get("scale")
         verdict = Verdict(
             task=task.name,
             metric="wall",
@@ -108,7 +107,7 @@ class Judge:
             flags=isolation_flags(sandbox.isolation, sandbox.unsafe_ok),
             common={
                 "device": settings.device,
-                "shape_scale": float(scale) if isinstance(scale, (int, float)) else None,
+                "shape_scale": task.scaling.scale,
                 "backend": settings.kernel_backend(),
             },
         )

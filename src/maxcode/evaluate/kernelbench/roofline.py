@@ -15,7 +15,7 @@ from maxcode.evaluate import ncu
 from maxcode.evaluate.integrity import Verdict
 from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
 from maxcode.evaluate.kernelbench.worker.protocol import NVTX_RANGE, WorkerSpec
-from maxcode.tasks.model import Task
+from maxcode.tasks.kernelbench import KernelBenchTask
 from maxcode.types import Feedback, Roofline
 
 if TYPE_CHECKING:
@@ -33,8 +33,8 @@ task (kept in this process and in the cache folder, where no sandboxed run can w
 ``roofline`` (work and rates) and ``compile`` (torch.compile against eager, ``evaluator``)."""
 
 
-def roofline_key(task: Task, settings: KernelBenchSettings) -> tuple[str, str, str]:
-    shapes = json.dumps(task.extra.get("overrides") or {}, sort_keys=True)
+def roofline_key(task: KernelBenchTask, settings: KernelBenchSettings) -> tuple[str, str, str]:
+    shapes = json.dumps(task.scaling.overrides, sort_keys=True)
     return hashlib.sha256(task.reference.encode()).hexdigest(), shapes, settings.device
 
 

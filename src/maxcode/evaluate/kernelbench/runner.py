@@ -29,8 +29,7 @@ from maxcode.evaluate.kernelbench.worker.protocol import SEGMENT_BYTES, Phase, W
 from maxcode.evaluate.runs import python_paths as interpreter_paths
 from maxcode.evaluate.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
 from maxcode.evaluate.turns import gpu_turn
-from maxcode.tasks.kernelbench import reference_failure
-from maxcode.tasks.model import Task
+from maxcode.tasks.kernelbench import KernelBenchTask, reference_failure
 
 _FILE_BYTES = 1 << 30
 """The largest file a worker may write (its result, a candidate's extension build, compile
@@ -72,7 +71,7 @@ class Job:
     seeds: Seeds
 
     @classmethod
-    def write(cls, task: Task, candidate: str) -> Job:
+    def write(cls, task: KernelBenchTask, candidate: str) -> Job:
         folder = make_scratch("maxcode-kb-job-")
         os.chmod(folder, 0o755)
         write_readable(folder / "problem.py", task.reference)
@@ -91,14 +90,14 @@ class Job:
         """The worker's package in the job folder (``python3 -I -B WORKER ARGUMENT``)."""
         return self.folder / "harness" / "worker"
 
-    def spec(self, task: Task, settings: KernelBenchSettings) -> WorkerSpec:
+    def spec(self, task: KernelBenchTask, settings: KernelBenchSettings) -> WorkerSpec:
         """What every run of this job reads: no seed of a checked or timed input (the role is
         the run's: ``WorkerRunner.write_spec``)."""
         return WorkerSpec(
             role="",
             problem=str(self.folder / "problem.py"),
             candidate=str(self.folder / "candidate.py"),
-            overrides=dict(task.extra.get("overrides") or {}),  # type: ignore[call-overload]
+            overrides=dict(task.scaling.overrides),
             device=settings.device,
             init_seed=self.seeds.init,
             warmup_seeds=list(self.seeds.warmup),
@@ -175,7 +174,7 @@ def cache_folder(kind: str, source: str) -> Path:
 @dataclass
 class WorkerRunner:
     sandbox: Sandbox
-    task: Task
+    task: KernelBenchTask
     settings: KernelBenchSettings
     job: Path
     python_paths: list[Path]
@@ -374,7 +373,7 @@ def _gpu_devices() -> list[str]:
     return [*found, "/dev/dri"] if found else []
 
 
-def check_reference(task: Task, side: Ran, timed: bool = True) -> None:
+def check_reference(task: KernelBenchTask, side: Ran, timed: bool = True) -> None:
     """A reference that does not run (or whose run broke the protocol) is the task's error
     (``timed``: its timed calls must all have run too)."""
     report, result = side.report, side.sandbox
@@ -403,7 +402,7 @@ def check_reference(task: Task, side: Ran, timed: bool = True) -> None:
     raise TaskError(reference_failure(task, why))
 
 
-def limit_message(task: Task, limit: str) -> str:
+def limit_message(task: KernelBenchTask, limit: str) -> str:
     """What a run killed at ``limit`` is told (the reference's and the candidate's alike)."""
     if limit == "wall":
         return f"no result within {task.timeout_s:g} s (killed)"

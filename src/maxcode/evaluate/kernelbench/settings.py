@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from maxcode.evaluate.settings import EvalSettings, kernel_backend
+
 if TYPE_CHECKING:
     from maxcode.evaluate.kernelbench.schedule import Stopping
 
@@ -105,6 +107,38 @@ class KernelBenchSettings:
     check_only: bool = False
     """Check the candidate's outputs and time nothing (the round at ``check_scale``)."""
 
+    @classmethod
+    def of(
+        cls,
+        settings: EvalSettings,
+        *,
+        reported: bool = False,
+        rounds: int | None = None,
+        compile_only: bool = False,
+    ) -> KernelBenchSettings:
+        """One evaluation's settings from the user's (``settings.device`` resolved): a screen
+        runs one round; a reported number ``rounds`` when given, else
+        ``rounds.reported_rounds``, going on while they scatter unless ``repeats`` is set."""
+        from maxcode.evaluate.kernelbench.rounds import reported_rounds
+
+        least, most = (
+            reported_rounds(adaptive=settings.repeats is None)
+            if reported and rounds is None
+            else (rounds or 1, None)
+        )
+        return cls(
+            device=settings.device,
+            trials=settings.repeats,
+            compile_baseline=settings.compile_baseline,
+            tolerance=settings.tolerance,
+            compile_only=compile_only,
+            profile=bool(settings.profile),
+            backend=settings.backend,
+            rounds=least,
+            most_rounds=most,
+            check_scale=settings.check_scale,
+        )
+
     @property
     def round_cap(self) -> int:
         """The most rounds an evaluation runs, beside one held for confirmation."""
@@ -112,7 +146,7 @@ class KernelBenchSettings:
 
     def kernel_backend(self) -> str:
         """The backend in effect (``backend`` resolved by device)."""
-        return self.backend or ("cuda" if self.device == "cuda" else "cpp")
+        return kernel_backend(self.backend, self.device)
 
     @property
     def timed(self) -> bool:

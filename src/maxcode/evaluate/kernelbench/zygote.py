@@ -54,7 +54,7 @@ from maxcode.evaluate.sandbox import (
     make_scratch,
     reported_result,
 )
-from maxcode.tasks.model import Task
+from maxcode.tasks.kernelbench import KernelBenchTask
 
 ROUNDS_PER_PAIR = 8
 """Rounds forked from one pair of zygotes; an evaluation of more starts a fresh pair for each
@@ -228,7 +228,7 @@ class Zygotes:
     @classmethod
     def start(
         cls,
-        task: Task,
+        task: KernelBenchTask,
         candidate: str,
         settings: KernelBenchSettings,
         sandbox: Sandbox,

@@ -1,0 +1,76 @@
+"""The user's own project: a folder with ``task.toml``, its build, check and bench commands,
+and the files a candidate may edit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from maxcode.kinds.base import Kind, Occasion
+
+if TYPE_CHECKING:
+    from maxcode.evaluate.settings import EvalSettings
+    from maxcode.tasks.model import Task
+    from maxcode.tasks.project import ProjectTask
+    from maxcode.types import Feedback
+
+
+class ProjectKind(Kind):
+    """A project task (``maxcode.evaluate.project``). A candidate is the project's editable
+    files; it is stored and shown as one text, a bundle of them (``tasks.project``)."""
+
+    name = "project"
+    title = "project"
+    language = "project"
+    extension = ""
+    metrics = ("wall", "instructions", "printed")
+
+    def load_folder(self, folder: Path, raw: dict[str, Any], config_path: Path) -> Task:
+        """``task.toml`` with the project's commands and editable files (``tasks.project``)."""
+        from maxcode.tasks.project import load_project_folder
+
+        return load_project_folder(folder, raw, config_path)
+
+    def evaluate(
+        self, task: Task, source: str, settings: EvalSettings, occasion: Occasion
+    ) -> Feedback:
+        from maxcode.evaluate.project import evaluate_project
+
+        task = _project(task)
+        # A project times its fixed ``repeats`` whether the number is reported or not.
+        return evaluate_project(
+            task,
+            source,
+            metric=settings.metric,
+            repeats=settings.repeats,
+            sandbox=occasion.sandbox,
+            cpu=occasion.cpu,
+            profile=bool(settings.profile),
+        )
+
+    def read_candidate(self, task: Task, path: Path) -> str:
+        """A folder of replacement files, a unified diff, a bundle, or one file."""
+        from maxcode.evaluate.project import load_candidate
+
+        return load_candidate(_project(task), path)
+
+    def write_program(self, source: str, path: Path) -> None:
+        """A folder of the editable files, as ``maxcode eval TASK FOLDER`` takes it."""
+        from maxcode.tasks.project import write_bundle
+
+        write_bundle(source, path)
+
+    def extract(self, task: Task, answer: str, parent: str) -> str | None:
+        """The bundle the answer's file blocks or edits make of the parent's files (failed
+        edits give a bundle that says why)."""
+        from maxcode.llm.edits import extract_project
+
+        return extract_project(answer, parent, _project(task).project)
+
+
+def _project(task: Task) -> ProjectTask:
+    from maxcode.tasks.project import ProjectTask
+
+    if not isinstance(task, ProjectTask):
+        raise TypeError(f"{task.name} is a {task.kind} task, not a project's")
+    return task

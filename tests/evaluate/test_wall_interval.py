@@ -68,9 +68,9 @@ def test_maxcode_eval_times_its_number_as_reported_and_a_screen_does_not(
     seen: list[bool] = []
     real = cpp._rounds_still_needed
 
-    def noting(interval: SpeedupInterval, rounds: int, elapsed_s: float, reported: bool) -> int:
-        seen.append(reported)
-        return real(interval, rounds, elapsed_s, reported)
+    def noting(interval: SpeedupInterval, rounds: int, elapsed_s: float, *, stop: cpp._Stop) -> int:
+        seen.append(stop.reported)
+        return real(interval, rounds, elapsed_s, stop=stop)
 
     monkeypatch.setattr(cpp, "_rounds_still_needed", noting)
     folder = write_task(tmp_path / "t")

@@ -38,6 +38,9 @@ def test_the_best_program_is_judged_again_and_reported(tmp_path: Path) -> None:
     assert len(search.executor.jobs) == 4  # type: ignore[attr-defined]
     # The search's evaluations screen; the re-verification's number is reported, timed so.
     assert [job.reported for job in search.executor.jobs] == [False] * 3 + [True]  # type: ignore[attr-defined]
+    # Each screen may stop once its candidate is clearly below the best so far (the
+    # reference's 1.0 when the step began); the reported number is timed in full.
+    assert [job.bar for job in search.executor.jobs] == [1.0] * 3 + [None]  # type: ignore[attr-defined]
     summary = summarize(store, "r1", tmp_path / "best.cpp")  # type: ignore[arg-type]
     assert summary.best_speedup == 3.0 and summary.best_node == "1.1"
     assert summary.verified_node == "1.1" and summary.verified_speedup == 3.0

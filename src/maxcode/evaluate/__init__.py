@@ -12,7 +12,12 @@ from maxcode.evaluate.cpp import evaluate_cpp
 from maxcode.evaluate.kernelbench import KernelBenchSettings, evaluate_kernelbench
 from maxcode.evaluate.kernelbench.rounds import reported_rounds
 from maxcode.evaluate.sandbox import Limits, Sandbox, SandboxResult, detect_isolation
-from maxcode.evaluate.settings import EvalRequest, EvalSettings, with_overrides
+from maxcode.evaluate.settings import (
+    EVAL_PRECISION,
+    EvalRequest,
+    EvalSettings,
+    with_overrides,
+)
 from maxcode.evaluate.turns import timing_budget_s
 from maxcode.kinds import kind_of
 from maxcode.kinds.base import Occasion
@@ -50,6 +55,7 @@ def evaluate_task(
     reported: bool = False,
     rounds: int | None = None,
     compile_only: bool = False,
+    bar: float | None = None,
     **overrides: Any,
 ) -> Feedback:
     """Judge a candidate's source against a loaded task: ``settings`` (``EvalSettings``'
@@ -60,11 +66,13 @@ def evaluate_task(
     (C++: within larger caps, ``turns.REPORTED``; KernelBench: in ``rounds`` rounds of fresh
     workers when given, else ``REPORTED_ROUNDS`` and more while they scatter, where a screen
     runs one; projects time their fixed ``repeats`` either way). ``compile_only``: KernelBench
-    builds the candidate's extensions and runs nothing."""
+    builds the candidate's extensions and runs nothing. ``bar``: a search's screen, whose
+    timing stops once the candidate is clearly below this reward (C++ rounds, a KernelBench
+    round's calls)."""
     kind = kind_of(task)
     chosen = with_overrides(EvalSettings, settings, overrides)
     prepared = kind.prepare(task.name, chosen, rounds=rounds, compile_only=compile_only)
-    occasion = Occasion(sandbox, cpu, reported, rounds, compile_only)
+    occasion = Occasion(sandbox, cpu, reported, rounds, compile_only, bar=bar)
     return kind.evaluate(task, candidate_source, prepared, occasion)
 
 
@@ -116,8 +124,13 @@ def evaluate(
         failed = kind.prebuild(task, source, settings, sandbox)
         if failed is not None:
             return failed
+    precision = EVAL_PRECISION if chosen.precision is None else chosen.precision
     occasion = Occasion(
-        sandbox, reported=True, rounds=chosen.rounds, compile_only=chosen.compile_only
+        sandbox,
+        reported=True,
+        rounds=chosen.rounds,
+        compile_only=chosen.compile_only,
+        precision=precision,
     )
     feedback = kind.evaluate(task, source, settings, occasion)
     note = kind.device_note(settings.device) if chosen.device == "auto" else None

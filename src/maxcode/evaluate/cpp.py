@@ -207,11 +207,15 @@ def evaluate_cpp(
     cpu: int | None = None,
     profile: bool = False,
     reported: bool = False,
+    precision: float | None = None,
+    bar: float | None = None,
 ) -> Feedback:
     """Judge ``candidate`` (C++ source) against ``task``'s reference; timed runs are pinned
     to ``cpu`` (None: the last CPU this process may use). ``profile``: a correct candidate's
     feedback also says where its instructions go (``cpp_profile``). ``reported``: the speedup
-    is reported, timed to a narrower interval (``REPORTED``)."""
+    is reported, timed to a narrower interval (``REPORTED``); ``precision`` sets the interval
+    instead; ``bar``: a screened candidate's timing stops once it is clearly below this reward
+    (``_rounds_still_needed``)."""
     sandbox = sandbox or Sandbox()
     if metric == "instructions" and shutil.which("valgrind") is None:
         raise TaskError("--metric instructions needs valgrind (apt-get install valgrind)")
@@ -246,7 +250,8 @@ def evaluate_cpp(
         if metric == "wall":
             wanted = repeats or task.repeats
             with cpu_turn(pin):
-                verdict = _measure_wall(runner, programs, outcomes, wanted, reported)
+                stop = _Stop(reported, precision, bar)
+                verdict = _measure_wall(runner, programs, outcomes, wanted, stop)
         else:
             verdict = _measure_instructions(runner, programs, outcomes, reference_build.key)
         if profile and verdict.correct:
@@ -328,15 +333,42 @@ def _correctness_round(runner: _Runner, task: Task, programs: _Programs) -> list
     ]
 
 
+@dataclass(frozen=True)
+class _Stop:
+    """When a wall measurement stops adding rounds (``_rounds_still_needed``)."""
+
+    reported: bool = False
+    """A reported speedup: half ``WALL_PRECISION``, with ``REPORTED`` times the caps."""
+    precision: float | None = None
+    """The interval's half-width to reach, as a share of its estimate (None: by
+    ``reported``)."""
+    bar: float | None = None
+    """A screen stops once the interval lies wholly below this reward."""
+
+    @property
+    def target(self) -> float:
+        """The precision in effect."""
+        if self.precision is not None:
+            return self.precision
+        return WALL_PRECISION / math.sqrt(REPORTED) if self.reported else WALL_PRECISION
+
+    @property
+    def scale(self) -> float:
+        """What the precision costs against a screen's: a twice as narrow interval takes about
+        four times the rounds, and gets four times the caps."""
+        return (WALL_PRECISION / self.target) ** 2
+
+
 def _measure_wall(
     runner: _Runner,
     programs: _Programs,
     outcomes: list[TestOutcome],
     repeats: int,
-    reported: bool = False,
+    stop: _Stop | None = None,
 ) -> Feedback:
-    """Timed rounds until the speedup's interval is narrow (``WALL_PRECISION``; ``reported``:
-    half that, with four times the caps) or a cap is hit.
+    """Timed rounds until the speedup's interval is narrow (``stop``: ``WALL_PRECISION`` for
+    a screen, half that with four times the caps for a reported speedup), the candidate is
+    clearly below the screen's bar, or a cap is hit.
 
     A round runs every test with reference and candidate back to back, which one goes first
     alternating, pinned to one CPU, so a load that lasts a round hits both alike; the round's
@@ -385,7 +417,7 @@ def _measure_wall(
             round_totals[programs.candidate],
             floor=TIMING_FLOOR_S * len(task.tests),
         )
-        batch = _rounds_still_needed(interval, rounds, elapsed_s, reported)
+        batch = _rounds_still_needed(interval, rounds, elapsed_s, stop=stop or _Stop())
     reference_costs = [_median(samples[programs.reference][test.index]) for test in task.tests]
     candidate_costs = [_median(samples[programs.candidate][test.index]) for test in task.tests]
     if sum(candidate_costs) < 10 * TIMING_FLOOR_S * len(task.tests):
@@ -397,19 +429,32 @@ def _measure_wall(
 
 
 def _rounds_still_needed(
-    interval: SpeedupInterval, rounds: int, elapsed_s: float, reported: bool = False
+    interval: SpeedupInterval,
+    rounds: int,
+    elapsed_s: float,
+    reported: bool = False,
+    *,
+    stop: _Stop | None = None,
 ) -> int:
     """How many more rounds to time (0: stop). The interval's width shrinks about as one over
     the square root of the rounds: ask for what should bring it within the precision, at least
     ``WALL_MIN_BATCH`` and at most as many again as so far, within the caps (``elapsed_s``:
-    the seconds the rounds so far took, sandbox starts included; ``reported``: the precision
-    and the caps of a reported speedup, ``REPORTED``)."""
-    precision = WALL_PRECISION / math.sqrt(REPORTED) if reported else WALL_PRECISION
-    most = WALL_MAX_ROUNDS * REPORTED if reported else WALL_MAX_ROUNDS
+    the seconds the rounds so far took, sandbox starts included; ``stop``: the precision and
+    the caps, by default a screen's, a reported speedup's when ``reported``). A screened
+    candidate whose interval lies wholly below ``stop.bar`` stops at once: it cannot be kept,
+    whatever more rounds would say, and its reward (the interval's low end) stays below the
+    bar. One above the bar goes on to the full precision: the search keeps it, and a winner
+    timed to a wider interval than its rivals would have a lower reward than they for the same
+    speed."""
+    stop = stop or _Stop(reported)
+    if stop.bar is not None and interval.high < stop.bar:
+        return 0
+    precision = stop.target
+    most = max(WALL_MIN_ROUNDS, round(WALL_MAX_ROUNDS * stop.scale))
     if interval.narrow(precision) or rounds >= most:
         return 0
     per_round_s = elapsed_s / rounds
-    budget = timing_budget_s(reported)
+    budget = timing_budget_s(stop.scale)
     affordable = int((budget - elapsed_s) / per_round_s) if per_round_s > 0 else rounds
     wanted = math.ceil(rounds * (interval.relative_half_width / precision) ** 2) - rounds
     batch = min(max(wanted, WALL_MIN_BATCH), rounds, most - rounds, affordable)

@@ -81,6 +81,13 @@ class EvalSettings(BaseModel):
         return kernel_backend(self.backend, self.device)
 
 
+EVAL_PRECISION = 0.02
+"""``maxcode eval``'s precision by default: +-2%, what a search's screen gets. The number comes
+with its interval, so a user sees how far it may be off; +-2% tells a 5% change from noise
+(equal programs land within about 1% on an idle machine, ``benchmarks/noise.py``) in a quarter
+of the rounds +-1% takes (a search's re-verification keeps +-1%)."""
+
+
 class EvalRequest(EvalSettings):
     """``maxcode eval``'s settings: one candidate judged and its speedup reported, with what
     only a single evaluation takes (``rounds``, ``compile_only``)."""
@@ -100,6 +107,10 @@ class EvalRequest(EvalSettings):
     combined into one speedup; None: 8, and up to 24 while their speedups scatter unless
     repeats is set (MAXCODE_MOST_ROUNDS caps both)."""
     compile_only: bool = Field(default=False, json_schema_extra=only_for("kernelbench"))
+    precision: float | None = Field(default=None, gt=0, lt=0.5, json_schema_extra=only_for("cpp"))
+    """C++: timed rounds go on until the speedup's 95% interval is within this share of its
+    estimate (a cap reached first leaves it wider, and says so); None: 0.02, +-2%. Half the
+    width takes about four times the rounds, and gets four times the caps."""
     """KernelBench: only build the candidate's extensions (with device cuda: nvcc, no GPU
     needed); nothing is run."""
 

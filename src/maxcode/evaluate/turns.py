@@ -82,11 +82,11 @@ def gpu_turn(gpu: str) -> Iterator[None]:
         yield
 
 
-def timing_budget_s(reported: bool = False) -> float:
+def timing_budget_s(scale: float = 1.0) -> float:
     """Seconds of timed runs one evaluation may spend before it stops adding rounds:
-    ``MAXCODE_TIMING_BUDGET_S`` when set (a positive number), else ``WALL_BUDGET_S`` (times
-    ``REPORTED`` for a reported speedup)."""
-    default = WALL_BUDGET_S * REPORTED if reported else WALL_BUDGET_S
+    ``MAXCODE_TIMING_BUDGET_S`` when set (a positive number), else ``WALL_BUDGET_S`` times
+    ``scale`` (``REPORTED`` for a reported speedup; what a precision asked for costs)."""
+    default = WALL_BUDGET_S * scale
     return positive_setting("MAXCODE_TIMING_BUDGET_S", float, default, "a number of seconds")
 
 

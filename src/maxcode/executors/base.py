@@ -31,6 +31,10 @@ class EvalJob:
     interval (``evaluate_task``; KernelBench: in ``REPORTED_ROUNDS`` rounds of fresh workers,
     where a screen takes one)."""
 
+    bar: float | None = None
+    """A screen's bar: timing stops once the candidate is clearly below this reward (the
+    search's ``Method.bar``; None for full precision)."""
+
     def sandbox_key(self) -> tuple[str, bool]:
         """What the job's sandbox is built from: ``Sandbox(level, unsafe_ok=...)``."""
         return self.settings.isolation, self.settings.unsafe_isolation
@@ -46,6 +50,7 @@ class EvalJob:
             sandbox=sandbox,
             cpu=cpu,
             reported=self.reported,
+            bar=self.bar,
         )
 
 

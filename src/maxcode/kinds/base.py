@@ -31,6 +31,11 @@ class Occasion:
     """KernelBench: exactly this many rounds of fresh workers (None: by ``reported``)."""
     compile_only: bool = False
     """KernelBench: build the candidate's extensions and run nothing."""
+    precision: float | None = None
+    """C++: the interval to time to, as a share of the estimate (None: by ``reported``)."""
+    bar: float | None = None
+    """A search's screen: the reward below which a candidate cannot be kept; its timing stops
+    once its interval lies wholly below (None: time to the full precision)."""
 
 
 class Kind(ABC):

@@ -41,4 +41,6 @@ class CppKind(Kind):
             cpu=occasion.cpu,
             profile=bool(settings.profile),
             reported=occasion.reported,
+            precision=occasion.precision,
+            bar=occasion.bar,
         )

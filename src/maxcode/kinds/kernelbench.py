@@ -55,6 +55,7 @@ class KernelBenchKind(Kind):
             reported=occasion.reported,
             rounds=occasion.rounds,
             compile_only=occasion.compile_only,
+            bar=occasion.bar,
         )
         problem = _problem(task)
         return evaluate_kernelbench(

@@ -406,7 +406,11 @@ class Search:
             node.feedback = first.feedback
 
     def _job(self, source: str, profile: bool | None = None, reported: bool = False) -> EvalJob:
-        return EvalJob(self.task, source, self.config.evaluation(profile), reported=reported)
+        # A screen may stop once the candidate is clearly below what the method keeps; a
+        # reported number (re-verification) is timed in full.
+        bar = None if reported else self.method.bar(self.nodes)
+        settings = self.config.evaluation(profile)
+        return EvalJob(self.task, source, settings, reported=reported, bar=bar)
 
     # --- the final re-verification -------------------------------------------------------
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from maxcode.search.config import SearchConfig
-from maxcode.search.tree import Node
+from maxcode.search.tree import Node, best_node
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,25 @@ class Method(Protocol):
     def expansions(self, step: int, nodes: list[Node]) -> list[Expansion]:
         """What to expand at ``step`` (1-based), given every node so far (root first)."""
         ...
+
+    def bar(self, nodes: list[Node]) -> float | None:
+        """The reward below which a new candidate cannot change what the method does next or
+        what the search reports: its timing may stop once it is clearly below (None: every
+        candidate is timed to the full precision)."""
+        ...
+
+
+def best_so_far(nodes: list[Node]) -> float:
+    """The bar of a method that keeps the best program: the best reward so far (the root's
+    1.0 at first). A candidate clearly below it is never the best ever seen; a candidate above
+    is timed in full (``cpp._rounds_still_needed`` says why)."""
+    return best_node(nodes).reward
+
+
+def no_bar(nodes: list[Node]) -> None:
+    """The bar of a method that ranks candidates below the best (the b kept of a beam, a
+    tree's open nodes): none, every candidate timed in full."""
+    return None
 
 
 def measured(node: Node) -> bool:
@@ -76,6 +95,7 @@ class BestOfN:
     """n independent samples from the reference: one step, n children of the root."""
 
     name = "best-of-n"
+    bar = staticmethod(best_so_far)
 
     def __init__(self, config: SearchConfig) -> None:
         self.samples = config.candidates
@@ -90,6 +110,7 @@ class EffiLearner:
     function, the one it selected; the proposals it left out were never measured)."""
 
     name = "effi-learner"
+    bar = staticmethod(best_so_far)
 
     def __init__(self, config: SearchConfig) -> None:
         pass
@@ -120,6 +141,7 @@ class CudaLLM:
     evaluated candidates (a failed one when none is correct, so its error gets fixed)."""
 
     name = "cuda-llm"
+    bar = staticmethod(best_so_far)
 
     def __init__(self, config: SearchConfig) -> None:
         self.k = config.candidates
@@ -143,6 +165,7 @@ class Beam:
     are kept."""
 
     name = "beam"
+    bar = staticmethod(no_bar)
 
     def __init__(self, config: SearchConfig) -> None:
         self.k = config.candidates
@@ -166,6 +189,7 @@ class Tree:
     after one measured at 4x."""
 
     name = "tree"
+    bar = staticmethod(no_bar)
 
     def __init__(self, config: SearchConfig) -> None:
         self.k = config.candidates

@@ -52,6 +52,9 @@ class Stopping:
     and ``min_calls`` ran)."""
     min_pairs: int = MIN_PAIRS
     target: float = TARGET
+    bar: float | None = None
+    """A search's screen: timing stops once the speedup's interval lies wholly below this
+    reward (the candidate cannot be kept; see ``cpp._rounds_still_needed``)."""
 
     def next_calls(
         self,
@@ -71,7 +74,9 @@ class Stopping:
             return calls
         if elapsed_s >= self.budget_s:
             return 0
-        if chunk_pair_speedup(reference, candidate).narrow(self.target):
+        interval = chunk_pair_speedup(reference, candidate)
+        below = self.bar is not None and interval.high is not None and interval.high < self.bar
+        if interval.narrow(self.target) or below:
             return 0
         return calls
 

@@ -106,6 +106,9 @@ class KernelBenchSettings:
     as ``--scale`` would make them; untimed): wrong there is a ``shapes`` warning."""
     check_only: bool = False
     """Check the candidate's outputs and time nothing (the round at ``check_scale``)."""
+    bar: float | None = None
+    """A search's screen: a round's timed calls stop once the candidate is clearly below this
+    reward (``schedule.Stopping.bar``)."""
 
     @classmethod
     def of(
@@ -115,6 +118,7 @@ class KernelBenchSettings:
         reported: bool = False,
         rounds: int | None = None,
         compile_only: bool = False,
+        bar: float | None = None,
     ) -> KernelBenchSettings:
         """One evaluation's settings from the user's (``settings.device`` resolved): a screen
         runs one round; a reported number ``rounds`` when given, else
@@ -137,6 +141,7 @@ class KernelBenchSettings:
             rounds=least,
             most_rounds=most,
             check_scale=settings.check_scale,
+            bar=bar,
         )
 
     @property
@@ -171,4 +176,5 @@ class KernelBenchSettings:
         from maxcode.evaluate.turns import timing_budget_s
 
         low, high = (100, 20_000) if self.device == "cuda" else (10, 20_000)
-        return Stopping(self.trials, low, high, min(self.budget_s, timing_budget_s()))
+        budget = min(self.budget_s, timing_budget_s())
+        return Stopping(self.trials, low, high, budget, bar=self.bar)

@@ -109,8 +109,8 @@ def evaluate(
 
     ``isolation`` outside ``SAFE_LEVELS`` (what ``auto`` falls back to without bubblewrap and
     namespaces) is refused with ``UnsafeIsolation`` unless ``unsafe_isolation`` accepts it.
-    The number is reported: timed as such (``evaluate_task``'s ``reported``; KernelBench:
-    exactly ``rounds`` when given)."""
+    The number is reported: C++ timed to ``precision`` (``EVAL_PRECISION`` unless given),
+    KernelBench in its reported rounds (exactly ``rounds`` when given)."""
     chosen: EvalRequest = with_overrides(EvalRequest, request, overrides)
     # The sandbox first: a refused level is the user's to fix before anything is loaded.
     sandbox = Sandbox(chosen.isolation, unsafe_ok=chosen.unsafe_isolation)

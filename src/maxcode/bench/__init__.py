@@ -1,5 +1,6 @@
 """Benchmarks of search methods over suites of tasks: ``maxcode bench``."""
 
+from maxcode.api import answer_calls
 from maxcode.bench.run import MAXCODE_SUFFIX, label_config, new_bench, run_bench
 from maxcode.bench.suite import expand_suite
 from maxcode.report.table import FAST_P, MethodRow, VoidRow, bench_json, bench_table, bench_void
@@ -17,3 +18,7 @@ __all__ = [
     "new_bench",
     "run_bench",
 ]
+
+
+# ``maxcode.bench(...)`` is the Python API's ``bench`` even once this package is imported.
+answer_calls(__name__, "bench")

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from maxcode.api import answer_calls
 from maxcode.evaluate.build import CompileResult, build_cpp
 from maxcode.evaluate.compare import Comparison, compare_output
 from maxcode.evaluate.cpp import evaluate_cpp
@@ -95,7 +96,7 @@ def prebuild_task(
 
 
 def evaluate(
-    task_spec: str,
+    task_spec: str | Path | Task,
     candidate_path: str | Path,
     request: EvalRequest | None = None,
     *,
@@ -105,7 +106,8 @@ def evaluate(
     """``maxcode eval``: load the task and the candidate file, then judge the candidate with
     ``request`` (``EvalRequest``'s defaults when None) and ``overrides`` by setting name.
     ``device`` ``auto``: a GPU for a KernelBench task when PyTorch sees one, else the CPU
-    (``say`` is told which once the candidate is judged).
+    (``say`` is told which once the candidate is judged). ``task_spec`` may be a loaded task;
+    ``candidate_path`` a string with a line break is the candidate's source itself.
 
     ``isolation`` outside ``SAFE_LEVELS`` (what ``auto`` falls back to without bubblewrap and
     namespaces) is refused with ``UnsafeIsolation`` unless ``unsafe_isolation`` accepts it.
@@ -114,10 +116,16 @@ def evaluate(
     chosen: EvalRequest = with_overrides(EvalRequest, request, overrides)
     # The sandbox first: a refused level is the user's to fix before anything is loaded.
     sandbox = Sandbox(chosen.isolation, unsafe_ok=chosen.unsafe_isolation)
-    task = load_task(task_spec, chosen.pie_tests, chosen.scale)
+    if isinstance(task_spec, Task):
+        task = task_spec
+    else:
+        task = load_task(str(task_spec), chosen.pie_tests, chosen.scale)
     kind = kind_of(task)
     settings = kind.prepare(task.name, chosen)
-    source = kind.read_candidate(task, Path(candidate_path))
+    if isinstance(candidate_path, str) and "\n" in candidate_path:
+        source = candidate_path
+    else:
+        source = kind.read_candidate(task, Path(candidate_path))
     if settings.device == "cuda" and not chosen.compile_only:
         # Built first, on every CPU and without the GPU's turn: an evaluation holds the GPU
         # from its workers' start, and a build of torch's headers takes a minute.
@@ -137,3 +145,7 @@ def evaluate(
     if note:
         say(note)
     return feedback
+
+
+# ``maxcode.evaluate(...)`` is the Python API's ``evaluate`` even once this package is imported.
+answer_calls(__name__, "evaluate")

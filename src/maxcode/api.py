@@ -1,0 +1,123 @@
+"""The Python face of maxcode: what the commands do, as functions.
+
+Keyword names are the command line's long options (``--check-scale`` is ``check_scale``),
+because both come from the same records (``EvalRequest`` for ``evaluate``, ``SearchConfig``
+for ``optimize`` and ``bench``); a bad value or an unknown name is the same one-line
+``MaxcodeError`` the command line turns into exit 2::
+
+    import maxcode
+
+    feedback = maxcode.evaluate("examples/cpp/io_bound_sum", "fast.cpp")
+    print(feedback.speedup, feedback.speedup_interval)
+    summary = maxcode.optimize("examples/cpp/io_bound_sum", depth=2, candidates=3)
+    print(summary.best_speedup, summary.best_program)
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from maxcode.search.api import RunSummary
+    from maxcode.search.loop import StepReport
+    from maxcode.tasks import Task
+    from maxcode.types import Feedback
+
+
+def load_task(spec: str | Path, *, pie_tests: str | Path | None = None, scale: float = 1.0) -> Task:
+    """A task: a task folder (C++ or a project), a KernelBench problem file (its sizes times
+    ``scale``), or a PIE row ``FILE.jsonl#N`` (with its tests under ``pie_tests``)."""
+    from maxcode.tasks import load_task as load
+
+    return load(str(spec), pie_tests, scale)
+
+
+def evaluate(
+    task: str | Path | Task,
+    candidate: str | Path,
+    *,
+    say: Callable[[str], None] = lambda line: None,
+    **settings: Any,
+) -> Feedback:
+    """``maxcode eval``: judge ``candidate`` against ``task`` and measure its speedup.
+
+    ``task``: what ``load_task`` takes, or a loaded task. ``candidate``: a ``Path`` or a string
+    naming a file (a folder, a diff or a bundle for a project), or the program's source as a
+    string (any string with a line break). ``settings``: ``maxcode eval``'s options
+    (``metric``, ``device``, ``repeats``, ``precision``, ``isolation``, ...)."""
+    from maxcode.evaluate import evaluate as judge
+
+    return judge(task, candidate, say=say, **settings)
+
+
+def optimize(
+    task: str | Path,
+    *,
+    model: str = "rules",
+    method: str = "cuda-llm",
+    store: str | Path | None = None,
+    output: str | Path | None = None,
+    on_step: Callable[[StepReport], None] = lambda report: None,
+    say: Callable[[str], None] = lambda line: None,
+    **settings: Any,
+) -> RunSummary:
+    """``maxcode optimize``: search for a faster version of ``task``'s program and return the
+    run's summary (the best program is written to ``output``, by default under
+    ``MAXCODE_HOME``). ``model``: ``provider/model``, or ``rules`` (offline, no key);
+    ``store``: the run store (default ``MAXCODE_HOME/maxcode.db``); ``settings``: the search's
+    options (``depth``, ``candidates``, ``max_usd``, ``workers``, ...). The run is recorded:
+    ``maxcode optimize --resume RUN_ID`` continues it if it stops."""
+    from maxcode.search.api import new_run, run_search
+    from maxcode.search.config import make_config
+    from maxcode.store import open_store
+
+    config = make_config({**settings, "model": model, "method": method})
+    runs = open_store(store)
+    run_id = new_run(runs, str(task), config, say=say)
+    return run_search(
+        runs,
+        run_id,
+        base_url=config.base_url,
+        output=Path(output) if output is not None else None,
+        on_step=on_step,
+    )
+
+
+def bench(
+    tasks: list[str | Path],
+    *,
+    methods: list[str],
+    trials: int = 1,
+    store: str | Path | None = None,
+    **settings: Any,
+) -> dict[str, Any]:
+    """``maxcode bench``: run each of ``methods`` (``cuda-llm``, ``best-of-n+maxcode``, ...) on
+    each task (suite folders and PIE files expand to their tasks) with the same budget, and
+    return the comparison as ``maxcode bench --json`` prints it."""
+    from maxcode.bench import bench_json, expand_suite, new_bench, run_bench
+    from maxcode.store import open_store
+
+    runs = open_store(store)
+    bench_id = new_bench(
+        runs, expand_suite([str(task) for task in tasks]), methods, settings, trials
+    )
+    run_bench(runs, bench_id, base_url=settings.get("base_url"))
+    return bench_json(runs, bench_id)
+
+
+def answer_calls(package: str, function: str) -> None:
+    """Make the package ``package`` (``maxcode.evaluate``, ``maxcode.bench``) callable as this
+    module's ``function``. Python sets a subpackage as an attribute of its parent once it is
+    imported, so ``maxcode.evaluate`` is the package as soon as anything imports it: the
+    package itself then answers ``maxcode.evaluate(task, candidate)``."""
+    api = sys.modules[__name__]
+
+    class _CallablePackage(types.ModuleType):
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            return getattr(api, function)(*args, **kwargs)
+
+    sys.modules[package].__class__ = _CallablePackage

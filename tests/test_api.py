@@ -1,0 +1,118 @@
+"""The Python face: ``maxcode.evaluate``, ``optimize``, ``bench`` and ``load_task`` do what the
+commands do, take the commands' long options as keywords, and fail with the same one-line
+``MaxcodeError``s; ``import maxcode`` stays light."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+import maxcode
+from maxcode.cli import main
+from maxcode.evaluate.settings import EvalRequest
+from maxcode.search.config import SearchConfig
+from tests.helpers import EXAMPLES, FIXTURES, make_hermetic
+
+TASK = EXAMPLES / "io_bound_sum"
+FAST = FIXTURES / "io_bound_sum" / "fast.cpp"
+
+
+def _long_options(command: str) -> set[str]:
+    found = main.get_command(click.Context(main), command)
+    assert found is not None
+    return {
+        name.removeprefix("--").replace("-", "_")
+        for param in found.params
+        if isinstance(param, click.Option)
+        for name in param.opts
+    }
+
+
+def test_the_keywords_are_the_commands_long_options() -> None:
+    assert set(EvalRequest.model_fields) <= _long_options("eval")
+    assert set(SearchConfig.model_fields) - {"observation"} <= _long_options("optimize")
+
+
+def test_import_maxcode_loads_neither_the_harness_nor_torch() -> None:
+    code = (
+        "import sys, maxcode; "
+        "print(json.dumps([name for name in ('torch', 'maxcode.evaluate', 'maxcode.search')"
+        " if name in sys.modules]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", "import json; " + code],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert json.loads(done.stdout) == []
+
+
+def test_evaluate_a_file_or_the_source_itself_as_the_docs_show() -> None:
+    done = subprocess.run(
+        [
+            sys.executable, "-c",
+            "import maxcode, sys; f = maxcode.evaluate(sys.argv[1], sys.argv[2]); "
+            "print(f.model_dump_json())",
+            str(TASK), str(FAST),
+        ],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    from_file = json.loads(done.stdout)
+    assert from_file["correct"] and from_file["speedup"] > 1
+    task = maxcode.load_task(TASK)
+    from_text = maxcode.evaluate(task, FAST.read_text(), metric="instructions")
+    assert from_text.correct and from_text.metric == "instructions" and from_text.speedup > 1
+
+
+def test_bad_input_is_the_commands_one_line_error(tmp_path: Path) -> None:
+    with pytest.raises(maxcode.MaxcodeError, match=r"^task not found: .*nowhere$"):
+        maxcode.evaluate(tmp_path / "nowhere", FAST)
+    with pytest.raises(maxcode.MaxcodeError, match=r"^check_scal: Extra inputs"):
+        maxcode.evaluate(TASK, FAST, check_scal=0.5)
+    with pytest.raises(maxcode.MaxcodeError, match="--check-scale is for KernelBench tasks"):
+        maxcode.evaluate(TASK, FAST, check_scale=0.5)
+    with pytest.raises(maxcode.MaxcodeError, match=r"^depth: Input should be greater"):
+        maxcode.optimize(TASK, depth=0, store=tmp_path / "runs.db")
+
+
+def test_optimize_and_bench_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_hermetic(monkeypatch, tmp_path / "home")
+    store = tmp_path / "runs.db"
+    summary = maxcode.optimize(
+        TASK, depth=1, candidates=2, store=store, output=tmp_path / "best.cpp", profile=False
+    )
+    assert isinstance(summary, maxcode.RunSummary)
+    assert summary.status == "done" and summary.evaluations >= 1
+    assert summary.best_speedup >= 1.0 and (tmp_path / "best.cpp").is_file()
+    compared = maxcode.bench(
+        [TASK], methods=["best-of-n"], store=store, candidates=2, profile=False
+    )
+    assert [row["label"] for row in compared["methods"]] == ["best-of-n"]
+    assert compared["tasks"] == [str(TASK)]
+
+
+def test_the_readmes_python_runs_as_written(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    blocks = re.findall(r"^```python\n(.*?)^```", readme, re.M | re.S)
+    assert blocks, "the README shows Python"
+    env = {
+        **{key: value for key, value in os.environ.items() if not key.startswith("MAXCODE_")},
+        "MAXCODE_HOME": str(tmp_path / "home"),
+        "MAXCODE_TIMING_BUDGET_S": "0.25",
+        "MAXCODE_PROFILE": "0",
+    }
+    repo = Path(__file__).resolve().parents[1]
+    for block in blocks:
+        done = subprocess.run(
+            [sys.executable, "-c", block],
+            cwd=repo, env=env, capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.strip(), block

@@ -59,7 +59,7 @@ def _harness(binary: Path, stdin: Path, runs: int, batch: int, cpu: int) -> floa
         results = sandbox.run_batch(
             None, plan[first : first + batch], readonly=[binary.parent], cpu=cpu
         )
-        assert all(result.returncode == 0 for result in results), results[0]
+        assert all(result.exit_code == 0 for result in results), results[0]
     return (time.perf_counter() - began) / runs
 
 

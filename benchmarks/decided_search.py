@@ -58,8 +58,11 @@ def _candidates(task: str) -> list[str]:
     return [f"```cpp\n{program}```" for program in programs]
 
 
-def _search(task: str, method: str, depth: int, candidates: int, full: bool) -> dict[str, Any]:
-    """One search on ``task``; ``full``: every screen timed to the full precision."""
+def _search(
+    task: str, method: str, depth: int, candidates: int, full: bool, folder: Path | None = None
+) -> dict[str, Any]:
+    """One search on ``task`` (its folder ``folder``, else the bundled example); ``full``:
+    every screen timed to the full precision."""
     from maxcode.llm import register_provider
     from maxcode.llm._scripted import ScriptedProvider
     from maxcode.search import methods
@@ -90,7 +93,8 @@ def _search(task: str, method: str, depth: int, candidates: int, full: bool) -> 
             critic_model="rules",
             profile=False,
         )
-        run_id = new_run(store, str(REPO / "examples" / "cpp" / task), config)
+        where = folder or REPO / "examples" / "cpp" / task
+        run_id = new_run(store, str(where), config)
         summary = run_search(store, run_id)
         with sqlite3.connect(store_path) as connection:
             rows = connection.execute(
@@ -113,15 +117,28 @@ def _search(task: str, method: str, depth: int, candidates: int, full: bool) -> 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", action="append", help="examples/cpp task (repeatable)")
+    parser.add_argument(
+        "--size",
+        type=int,
+        help="instead, pair_count_quadratic with nine tests of this many numbers "
+        "(eval_seconds.py's task: 8000 makes the reference about 150 ms)",
+    )
     parser.add_argument("--method", default="cuda-llm")
     parser.add_argument("--depth", type=int, default=2)
     parser.add_argument("--candidates", type=int, default=3)
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     options = parser.parse_args()
     rows: list[dict[str, Any]] = []
-    for task in options.task or TASKS:
+    scratch = tempfile.TemporaryDirectory(prefix="maxcode-decided-")
+    folder = None
+    if options.size:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from eval_seconds import _task
+
+        folder = _task(Path(scratch.name), options.size)
+    for task in ["pair_count_quadratic"] if folder else options.task or TASKS:
         pair = [
-            _search(task, options.method, options.depth, options.candidates, full)
+            _search(task, options.method, options.depth, options.candidates, full, folder)
             for full in (False, True)
         ]
         same = pair[0]["best_node"] == pair[1]["best_node"]

@@ -38,6 +38,10 @@ def _long_options(command: str) -> set[str]:
 def test_the_keywords_are_the_commands_long_options() -> None:
     assert set(EvalRequest.model_fields) <= _long_options("eval")
     assert set(SearchConfig.model_fields) - {"observation"} <= _long_options("optimize")
+    for model in (EvalRequest, SearchConfig):
+        for name, field in model.model_fields.items():
+            # Each generated option's help is its field's docstring: every field has one.
+            assert field.description and field.description[0].isalnum(), (model, name)
 
 
 def test_import_maxcode_loads_neither_the_harness_nor_torch() -> None:

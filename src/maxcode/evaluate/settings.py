@@ -107,12 +107,12 @@ class EvalRequest(EvalSettings):
     combined into one speedup; None: 8, and up to 24 while their speedups scatter unless
     repeats is set (MAXCODE_MOST_ROUNDS caps both)."""
     compile_only: bool = Field(default=False, json_schema_extra=only_for("kernelbench"))
+    """KernelBench: only build the candidate's extensions (with device cuda: nvcc, no GPU
+    needed); nothing is run."""
     precision: float | None = Field(default=None, gt=0, lt=0.5, json_schema_extra=only_for("cpp"))
     """C++: timed rounds go on until the speedup's 95% interval is within this share of its
     estimate (a cap reached first leaves it wider, and says so); None: 0.02, +-2%. Half the
     width takes about four times the rounds, and gets four times the caps."""
-    """KernelBench: only build the candidate's extensions (with device cuda: nvcc, no GPU
-    needed); nothing is run."""
 
 
 def kernel_backend(backend: str | None, device: str) -> str:

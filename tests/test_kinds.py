@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import inspect
+import re
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +35,8 @@ def kind_branches(source: str) -> list[str]:
     names = set(KINDS)
     found: list[str] = []
 
-    def named_kind(node: ast.AST) -> bool:
-        text = ast.unparse(node)
-        return text.split(".")[-1] in ("kind", "task_kind")
+    def named_kind(node: ast.AST) -> bool:  # task.kind, record.task_kind, getattr(t, "kind")
+        return re.search(r"kind\b", ast.unparse(node)) is not None
 
     def kind_names(node: ast.AST) -> bool:
         if isinstance(node, ast.Constant):
@@ -50,6 +50,12 @@ def kind_branches(source: str) -> list[str]:
             sides = [node.left, *node.comparators]
             if any(named_kind(side) for side in sides) and any(kind_names(s) for s in sides):
                 found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Match) and named_kind(node.subject):
+            values = [case.pattern for case in node.cases]
+            if any(
+                isinstance(value, ast.MatchValue) and kind_names(value.value) for value in values
+            ):
+                found.append(f"line {node.lineno}: match on a kind")
         elif isinstance(node, ast.Dict):
             keys = [key for key in node.keys if isinstance(key, ast.Constant)]
             if sum(key.value in names for key in keys) >= 2:
@@ -63,8 +69,11 @@ def test_the_check_finds_the_branches_it_forbids() -> None:
         'if record.task_kind in ("cpp", "project"):\n    pass\n'
         'EXTENSIONS = {"cpp": ".cpp", "kernelbench": ".py", "project": ""}\n'
         'if language == "cpp":\n    pass\n'  # a language, not a kind: allowed
+        'if getattr(task, "kind") != "kernelbench":\n    pass\n'
+        'match task.kind:\n    case "project":\n        pass\n'
     )
-    assert [line.split(":")[0] for line in kind_branches(old)] == ["line 1", "line 3", "line 5"]
+    found = sorted(int(line.split(":")[0].removeprefix("line ")) for line in kind_branches(old))
+    assert found == [1, 3, 5, 8, 10]
 
 
 def test_nothing_outside_the_registry_branches_on_a_kind() -> None:

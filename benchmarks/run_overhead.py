@@ -11,7 +11,9 @@ alternating the ways ``--trials`` times, on one pinned CPU:
   namespaces, fresh folders, limits, its CPU time and wall time taken by the init);
 - ``harness, a start per run``: the same, a batch of one per run.
 
-It prints seconds per run and the harness's ratio to bare bwrap (issue target: at most 1.3).
+It prints seconds per run and the harness's ratio to bare bwrap (issue target: at most 1.3),
+and for one ``sleep 0.2`` run the sandbox's start-up and the program's own time, which the
+harness reports apart (the program's time excludes the start).
 
     python benchmarks/run_overhead.py [--runs 200] [--batch 24] [--trials 3]
 """
@@ -95,6 +97,10 @@ def main() -> None:
                 _harness(binary, stdin, options.runs, options.batch, cpu)
             )
             seconds["start per run"].append(_harness(binary, stdin, options.runs // 4, 1, cpu))
+    from maxcode.evaluate.sandbox import Run, Sandbox
+
+    (slept,) = Sandbox("bwrap").run_batch(("/bin/sh", "-c", "sleep 0.2"), [Run()], cpu=cpu)
+    print(f"sleep 0.2: start-up {slept.startup_s * 1000:.1f} ms, program {slept.wall_s:.3f} s")
     bare = statistics.median(seconds["bare bwrap"])
     for way, values in seconds.items():
         median = statistics.median(values)

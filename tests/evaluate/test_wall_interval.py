@@ -15,6 +15,7 @@ from maxcode.evaluate.cpp import (
     WALL_MIN_BATCH,
     WALL_MIN_ROUNDS,
     _rounds_still_needed,
+    _Stop,
 )
 from maxcode.evaluate.stats import SpeedupInterval
 from maxcode.evaluate.turns import REPORTED, WALL_BUDGET_S
@@ -45,17 +46,18 @@ def test_a_reported_speedup_times_to_half_the_interval_within_four_times_the_cap
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("MAXCODE_TIMING_BUDGET_S")  # the default budget
+    reported = _Stop(reported=True)
     screened = SpeedupInterval(1.0, 0.985, 1.015, 40)  # +-1.5%: narrow for a screen
     assert _rounds_still_needed(screened, 40, 0.1) == 0
-    assert _rounds_still_needed(screened, 40, 0.1, reported=True) == 40  # as many again
-    assert _rounds_still_needed(SpeedupInterval(1.0, 0.991, 1.009, 40), 40, 0.1, True) == 0
+    assert _rounds_still_needed(screened, 40, 0.1, reported) == 40  # as many again
+    assert _rounds_still_needed(SpeedupInterval(1.0, 0.991, 1.009, 40), 40, 0.1, reported) == 0
     wide = SpeedupInterval(1.0, 0.9, 1.1, 6)
     assert _rounds_still_needed(wide, WALL_MAX_ROUNDS, 0.1) == 0
-    assert _rounds_still_needed(wide, WALL_MAX_ROUNDS, 0.1, reported=True) == WALL_MAX_ROUNDS
-    assert _rounds_still_needed(wide, 6 * REPORTED, WALL_BUDGET_S, reported=True) > 0
-    assert _rounds_still_needed(wide, 6, WALL_BUDGET_S * REPORTED, reported=True) == 0
+    assert _rounds_still_needed(wide, WALL_MAX_ROUNDS, 0.1, reported) == WALL_MAX_ROUNDS
+    assert _rounds_still_needed(wide, 6 * REPORTED, WALL_BUDGET_S, reported) > 0
+    assert _rounds_still_needed(wide, 6, WALL_BUDGET_S * REPORTED, reported) == 0
     monkeypatch.setenv("MAXCODE_TIMING_BUDGET_S", str(WALL_BUDGET_S / 10))  # a cap set holds
-    assert _rounds_still_needed(wide, 6, WALL_BUDGET_S / 10, reported=True) == 0
+    assert _rounds_still_needed(wide, 6, WALL_BUDGET_S / 10, reported) == 0
 
 
 def test_maxcode_eval_times_its_number_as_reported_and_a_screen_does_not(
@@ -68,9 +70,9 @@ def test_maxcode_eval_times_its_number_as_reported_and_a_screen_does_not(
     seen: list[bool] = []
     real = cpp._rounds_still_needed
 
-    def noting(interval: SpeedupInterval, rounds: int, elapsed_s: float, *, stop: cpp._Stop) -> int:
+    def noting(interval: SpeedupInterval, rounds: int, elapsed_s: float, stop: cpp._Stop) -> int:
         seen.append(stop.reported)
-        return real(interval, rounds, elapsed_s, stop=stop)
+        return real(interval, rounds, elapsed_s, stop)
 
     monkeypatch.setattr(cpp, "_rounds_still_needed", noting)
     folder = write_task(tmp_path / "t")

@@ -417,7 +417,7 @@ def _measure_wall(
             round_totals[programs.candidate],
             floor=TIMING_FLOOR_S * len(task.tests),
         )
-        batch = _rounds_still_needed(interval, rounds, elapsed_s, stop=stop or _Stop())
+        batch = _rounds_still_needed(interval, rounds, elapsed_s, stop)
     reference_costs = [_median(samples[programs.reference][test.index]) for test in task.tests]
     candidate_costs = [_median(samples[programs.candidate][test.index]) for test in task.tests]
     if sum(candidate_costs) < 10 * TIMING_FLOOR_S * len(task.tests):
@@ -429,24 +429,19 @@ def _measure_wall(
 
 
 def _rounds_still_needed(
-    interval: SpeedupInterval,
-    rounds: int,
-    elapsed_s: float,
-    reported: bool = False,
-    *,
-    stop: _Stop | None = None,
+    interval: SpeedupInterval, rounds: int, elapsed_s: float, stop: _Stop | None = None
 ) -> int:
     """How many more rounds to time (0: stop). The interval's width shrinks about as one over
     the square root of the rounds: ask for what should bring it within the precision, at least
     ``WALL_MIN_BATCH`` and at most as many again as so far, within the caps (``elapsed_s``:
     the seconds the rounds so far took, sandbox starts included; ``stop``: the precision and
-    the caps, by default a screen's, a reported speedup's when ``reported``). A screened
+    the caps, by default a screen's). A screened
     candidate whose interval lies wholly below ``stop.bar`` stops at once: it cannot be kept,
     whatever more rounds would say, and its reward (the interval's low end) stays below the
     bar. One above the bar goes on to the full precision: the search keeps it, and a winner
     timed to a wider interval than its rivals would have a lower reward than they for the same
     speed."""
-    stop = stop or _Stop(reported)
+    stop = stop or _Stop()
     if stop.bar is not None and interval.high < stop.bar:
         return 0
     precision = stop.target

@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from maxcode.errors import MaxcodeError
 
@@ -36,6 +36,10 @@ class Occasion:
     bar: float | None = None
     """A search's screen: the reward below which a candidate cannot be kept; its timing stops
     once its interval lies wholly below (None: time to the full precision)."""
+
+
+Settings = TypeVar("Settings", bound="EvalSettings")
+"""``EvalSettings`` or a record that extends it (``EvalRequest``, ``SearchConfig``)."""
 
 
 class Kind(ABC):
@@ -72,7 +76,7 @@ class Kind(ABC):
             raise MaxcodeError(f"{self.title} tasks run on the CPU; --device is for KernelBench")
         return "cpu"
 
-    def prepare(self, task_name: str, settings: EvalSettings, **one_off: Any) -> EvalSettings:
+    def prepare(self, task_name: str, settings: Settings, **one_off: Any) -> Settings:
         """``settings`` checked against this kind (one line naming the task for a setting it
         cannot take) with the device resolved. ``one_off``: settings of a single evaluation
         (``rounds``, ``compile_only``), checked too when set."""
@@ -133,6 +137,18 @@ class Kind(ABC):
         from maxcode.llm import extract_code
 
         return extract_code(answer, self.language)
+
+    @staticmethod
+    def run_arguments(settings: EvalSettings, occasion: Occasion) -> dict[str, Any]:
+        """What the C++ and project evaluators take alike: the metric, the repeats, where the
+        runs go and whether to profile."""
+        return {
+            "metric": settings.metric,
+            "repeats": settings.repeats,
+            "sandbox": occasion.sandbox,
+            "cpu": occasion.cpu,
+            "profile": bool(settings.profile),
+        }
 
     def critique(self, feedback: Feedback) -> str:
         """The offline critic's diagnosis and suggestions for a correct candidate."""

@@ -35,11 +35,7 @@ class CppKind(Kind):
         return evaluate_cpp(
             task,
             source,
-            metric=settings.metric,
-            repeats=settings.repeats,
-            sandbox=occasion.sandbox,
-            cpu=occasion.cpu,
-            profile=bool(settings.profile),
+            **self.run_arguments(settings, occasion),
             reported=occasion.reported,
             precision=occasion.precision,
             bar=occasion.bar,

@@ -38,15 +38,7 @@ class ProjectKind(Kind):
 
         task = _project(task)
         # A project times its fixed ``repeats`` whether the number is reported or not.
-        return evaluate_project(
-            task,
-            source,
-            metric=settings.metric,
-            repeats=settings.repeats,
-            sandbox=occasion.sandbox,
-            cpu=occasion.cpu,
-            profile=bool(settings.profile),
-        )
+        return evaluate_project(task, source, **self.run_arguments(settings, occasion))
 
     def read_candidate(self, task: Task, path: Path) -> str:
         """A folder of replacement files, a unified diff, a bundle, or one file."""

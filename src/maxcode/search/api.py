@@ -86,10 +86,10 @@ def new_run(
     task = load_task(task_spec, config.pie_tests, config.scale)
     kind = kind_of(task)
     # Checked before any LLM call is paid for.
-    prepared = kind.prepare(task.name, config)
-    kind.ready(prepared)
-    note = kind.device_note(prepared.device) if config.device == "auto" else None
-    config = config.model_copy(update={"device": prepared.device})
+    note_device = config.device == "auto"
+    config = kind.prepare(task.name, config)
+    kind.ready(config)
+    note = kind.device_note(config.device) if note_device else None
     make_value(config.value)
     config = resolve_isolation(config)
     if config.unsafe_isolation and config.isolation not in SAFE_LEVELS:

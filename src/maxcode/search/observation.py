@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import jinja2
 
+from maxcode.evaluate.settings import kernel_backend
 from maxcode.kinds import kind_of
 from maxcode.search.results import interval_text
 from maxcode.search.tree import Node
@@ -406,7 +407,7 @@ def build_policy_prompt(history: History) -> tuple[str, str]:
         f"{folder}/policy_system.j2",
         flags=" ".join(history.task.compile_flags),
         device=history.device,
-        backend=history.backend or ("cuda" if history.device == "cuda" else "cpp"),
+        backend=kernel_backend(history.backend, history.device),
         tolerance="1e-4 (float32) or 1e-2 (half precision)",
     )
     user = render(f"{folder}/policy.j2", task=history.task, parent=parent, **variables)

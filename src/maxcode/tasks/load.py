@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from maxcode.errors import TaskError
+from maxcode.kinds import KINDS
 from maxcode.tasks.model import (
     DEFAULT_CPP_FLAGS,
     FLOAT_ABS_TOL,
@@ -95,8 +96,6 @@ def load_task_folder(folder: Path) -> Task:
         raw = tomllib.loads(_read_text(config_path))
     except tomllib.TOMLDecodeError as error:
         raise TaskError(f"{config_path}: not valid TOML: {error}") from None
-    from maxcode.kinds import KINDS
-
     name = raw.get("kind", "cpp")
     kind = KINDS.get(name) if isinstance(name, str) else None
     if kind is None or not kind.in_folders:

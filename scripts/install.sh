@@ -21,4 +21,4 @@ fi
 
 # torch first, pinned: the CPU build this machine image carries; nothing may pull a newer one.
 python3 -m pip install -q --disable-pip-version-check "torch==2.13.0"
-python3 -m pip install -q --disable-pip-version-check -e ".[dev,anthropic,ray,train,torch,triton]"
+python3 -m pip install -q --disable-pip-version-check -e ".[dev,docs,anthropic,ray,train,torch,triton]"

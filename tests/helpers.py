@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -180,3 +181,20 @@ def write_problem(folder: Path, forward: str, inputs: str = "[torch.randn(32, 64
         "def get_init_inputs():\n    return []\n"
     )
     return path
+
+
+def render_headless(page: Path) -> tuple[str, str]:
+    """Load a page in headless Chromium; returns (DOM after scripts ran, browser log)."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "chromium is not installed"
+    with tempfile.TemporaryDirectory() as profile:
+        done = subprocess.run(
+            [
+                chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
+                "--dump-dom", page.as_uri(),
+            ],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    return done.stdout, done.stderr

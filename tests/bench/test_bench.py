@@ -9,7 +9,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from maxcode.bench import bench_table, expand_suite
 from maxcode.errors import TaskError
 from maxcode.store import RunStore
 from maxcode.types import Feedback
-from tests.helpers import EXAMPLES, FIXTURES, run_maxcode, write_task
+from tests.helpers import EXAMPLES, FIXTURES, render_headless, run_maxcode, write_task
 from tests.llm.fake_llm_server import FakeLLMServer, Step
 
 
@@ -55,23 +54,6 @@ def _maxcode(*args: str) -> subprocess.CompletedProcess[str]:
         env={**os.environ, "OPENAI_API_KEY": "sk-test"},
         check=False,
     )
-
-
-def _render(page: Path) -> tuple[str, str]:
-    """Load a page in headless Chromium; returns (DOM after scripts ran, browser log)."""
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert chromium, "chromium is not installed"
-    with tempfile.TemporaryDirectory() as profile:
-        done = subprocess.run(
-            [
-                chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                "--disable-sync", f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
-                "--dump-dom", page.as_uri(),
-            ],
-            capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
-    return done.stdout, done.stderr
 
 
 def test_bench_of_two_methods_on_the_bundled_tasks_and_its_reports(
@@ -115,7 +97,7 @@ def test_bench_of_two_methods_on_the_bundled_tasks_and_its_reports(
     page = tmp_path / "run.html"
     made = _maxcode("report", listed[0]["run_id"], "--store", str(store), "-o", str(page))
     assert made.returncode == 0, made.stderr
-    dom, log = _render(page)
+    dom, log = render_headless(page)
     assert 'data-rendered="yes"' in dom, log[-2000:]
     assert 'data-plots="3"' in dom
     assert "Uncaught" not in log and "CONSOLE" not in log
@@ -125,7 +107,7 @@ def test_bench_of_two_methods_on_the_bundled_tasks_and_its_reports(
     bench_page = tmp_path / "bench.html"
     made = _maxcode("report", "--bench", bench_id, "--store", str(store), "-o", str(bench_page))
     assert made.returncode == 0, made.stderr
-    dom, log = _render(bench_page)
+    dom, log = render_headless(bench_page)
     assert 'data-rendered="yes"' in dom and 'data-plots="1"' in dom
     assert "Uncaught" not in log and "CONSOLE" not in log
     assert dom.count("<polyline") == 2  # one speedup-against-budget curve per method

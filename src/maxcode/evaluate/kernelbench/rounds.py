@@ -55,7 +55,7 @@ REPORTED_ROUNDS = 8
 """The least rounds of an evaluation whose speedup is reported (``maxcode eval``,
 re-verification; exactly these with a fixed number of calls, ``--repeats``). A bias of each
 pair of worker processes adds to every round's error, and only more rounds sample it: longer
-windows did not narrow the combined speedup, more rounds did (``docs/noise-log.md``)."""
+windows did not narrow the combined speedup, more rounds did (``docs/measurements/noise-log.md``)."""
 
 MOST_ROUNDS = 24
 """The most rounds of a reported evaluation timed adaptively: past ``REPORTED_ROUNDS`` while

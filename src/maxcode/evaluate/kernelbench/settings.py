@@ -47,7 +47,7 @@ PROCESS_BIAS = 0.02
 added to every KernelBench interval: a ratio between two processes that pairing cannot cancel
 and more pairs cannot shrink. It is the spread fitted to identical candidates of the public
 level-1/2 problems, whose intervals from pairs alone missed 1.0 far more often than 5%
-(``docs/noise-log.md``), with each round's workers drawing their address layout afresh (worker
+(``docs/measurements/noise-log.md``), with each round's workers drawing their address layout afresh (worker
 ``layout.fix_layout``). C++ and project timings start a process per round, so their intervals
 already sample it."""
 OUTSIDE_BIAS = 0.065

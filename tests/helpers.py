@@ -183,8 +183,9 @@ def write_problem(folder: Path, forward: str, inputs: str = "[torch.randn(32, 64
     return path
 
 
-def render_headless(page: Path) -> tuple[str, str]:
-    """Load a page in headless Chromium; returns (DOM after scripts ran, browser log)."""
+def render_headless(page: Path | str) -> tuple[str, str]:
+    """Load a page (a file, or an address) in headless Chromium; returns (DOM after scripts
+    ran, browser log)."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     assert chromium, "chromium is not installed"
     with tempfile.TemporaryDirectory() as profile:
@@ -193,7 +194,7 @@ def render_headless(page: Path) -> tuple[str, str]:
                 chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                 "--no-first-run", "--disable-background-networking", "--disable-component-update",
                 "--disable-sync", f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
-                "--dump-dom", page.as_uri(),
+                "--dump-dom", page.as_uri() if isinstance(page, Path) else page,
             ],
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip

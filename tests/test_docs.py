@@ -23,13 +23,16 @@ How a page's examples are run (what a page's author needs to know):
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +162,14 @@ def test_the_site_builds_strict_and_its_home_page_renders(tmp_path: Path) -> Non
         cwd=REPO, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert built.returncode == 0, built.stderr[-4000:]
-    dom, log = render_headless(site / "index.html")
+    # Served over HTTP on loopback, as a browser reads a site (the search index does not load
+    # from file:// addresses).
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(site))
+    with ThreadingHTTPServer(("127.0.0.1", 0), handler) as http:
+        threading.Thread(target=http.serve_forever, daemon=True).start()
+        try:
+            dom, log = render_headless(f"http://127.0.0.1:{http.server_address[1]}/")
+        finally:
+            http.shutdown()
     assert 'class="md-nav' in dom and "Getting started" in dom, log[-2000:]
     assert "Uncaught" not in log and "CONSOLE" not in log, log[-2000:]

@@ -204,11 +204,8 @@ def optimize_command(
 ) -> None:
     """Search for a faster version of TASK's program."""
     from maxcode.evaluate import check_timing_settings
-    from maxcode.search import (
-        make_config,
-        new_run,
-        run_search,
-    )
+    from maxcode.search.api import new_run, run_search
+    from maxcode.search.config import make_config
     from maxcode.store import open_store
 
     named = given(ctx)
@@ -272,7 +269,7 @@ def _search_settings(
     base_url: str | None,
 ) -> dict[str, Any]:
     """Search settings: the YAML file's, then the flags and variables given (they win)."""
-    from maxcode.search import MAXCODE_PARTS, load_config_file, parse_parts
+    from maxcode.search.config import MAXCODE_PARTS, load_config_file, parse_parts
 
     settings: dict[str, Any] = load_config_file(config_file) if config_file else {}
     for name in _search_flag_names():

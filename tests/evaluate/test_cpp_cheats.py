@@ -18,7 +18,7 @@ import pytest
 from maxcode.evaluate import Sandbox, evaluate_cpp
 from maxcode.evaluate.build import BINARY_NAME, build_cpp
 from maxcode.evaluate.cpp import _install, _Programs, _Runner
-from maxcode.evaluate.integrity import Verdict, policy_table_markdown
+from maxcode.evaluate.integrity import Verdict
 from maxcode.evaluate.runs import CPU_SLACK
 from maxcode.evaluate.sandbox import SandboxResult, UnsafeIsolation
 from maxcode.evaluate.turns import timing_cpu
@@ -243,8 +243,3 @@ def test_rlimits_is_refused_without_the_opt_in_and_marked_with_it(small_task: Pa
     source = (CHEATS / "sysv_memo.cpp").read_text()
     result = evaluate_cpp(task, source, sandbox=Sandbox("rlimits", unsafe_ok=True), repeats=1)
     assert any(flag.startswith("unsafe-isolation:") for flag in result.flags)
-
-
-def test_the_readme_shows_the_integrity_table_as_the_code_has_it() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert policy_table_markdown() in readme

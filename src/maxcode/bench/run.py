@@ -15,16 +15,8 @@ from typing import Any
 
 from maxcode.errors import MaxcodeError, TaskError
 from maxcode.executors import make_executor
-from maxcode.search import (
-    MAXCODE_PARTS,
-    METHODS,
-    RunSummary,
-    make_config,
-    resolve_isolation,
-    run_search,
-    run_search_async,
-)
-from maxcode.search.config import SearchConfig
+from maxcode.search.api import RunSummary, resolve_isolation, run_search, run_search_async
+from maxcode.search.config import MAXCODE_PARTS, METHODS, SearchConfig, make_config
 from maxcode.store import RunRecord, RunStore
 from maxcode.tasks import load_task
 

@@ -334,8 +334,9 @@ class Conversation:
         A CPU clock read from outside lags up to a scheduler tick while the process runs: a
         worker still on its CPU after writing its message reads low, and the rest would fall in
         the next span (its wait for a turn, judged by ``parallel``, or its calls, judged by
-        ``timing``), which voided honest programs slow to block. Not ``end``: there a lagging
-        reading only shrinks what ``timing`` sees, and stamped late the tail went to the calls."""
+        ``timing``), which would void honest programs slow to block. Not ``end``: there a lagging
+        reading only shrinks what ``timing`` sees, and a late stamp would put the tail in the
+        calls (``docs/measurements/kernelbench-notes.md``)."""
         if self.processes is None:
             return now
         worker, waited = self.processes[1], False

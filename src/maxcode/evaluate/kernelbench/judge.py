@@ -59,8 +59,9 @@ CHARGE_NOTE = 0.05
 BETWEEN_QUANTILE = 0.5
 """By the worker's CPU clock, the candidate's time between its calls is compared with this
 quantile of the reference's host time there, not pair by pair: the claims are wall time, so
-preemption pushes the reference's CPU time between calls below zero, and honest candidates
-were voided. Not charged on a CPU (the reward's clock holds it); it counts towards ``hidden``."""
+preemption pushes the reference's CPU time between calls below zero, which would void honest
+candidates (``docs/measurements/kernelbench-notes.md``). Not charged on a CPU (the reward's clock
+holds it); it counts towards ``hidden``."""
 CLAIM_SHORT = 0.25
 """In-process timings that give the candidate more than this share above the speedup by the
 worker's CPU clock are shown (``clock``); wide, as preemption stretches the sides' claims

@@ -3,13 +3,13 @@ processes, combined into one speedup (``combine``).
 
 Why. Pairing the two sides chunk by chunk cancels a load that drifts, but not a bias that lasts
 a whole worker process: where a process's memory landed decides how fast it runs for its whole
-life (about 1% from one evaluation to the next on this project's machine). More calls cannot
-shrink that; only fresh processes sample it, and ``r`` rounds divide it by the square root of
-``r`` (forked ones sample it too: on a CPU each round's workers are forked from a zygote per
-side, ``zygote.py``). The search screens its candidates with one round (cheap, the interval's
-low end selects); what is reported as a result (``maxcode eval``, the search's final
-re-verification) takes ``REPORTED_ROUNDS``, and more while they scatter (``scattered``), up to
-``MOST_ROUNDS``, when it is timed adaptively.
+life (the figures: ``docs/measurements/kernelbench-notes.md``). More calls cannot shrink that; only
+fresh processes sample it, and ``r`` rounds divide it by the square root of ``r`` (forked ones
+sample it too: on a CPU each round's workers are forked from a zygote per side, ``zygote.py``). The
+search screens its candidates with one round (cheap, the interval's low end selects); what is
+reported as a result (``maxcode eval``, the search's final re-verification) takes
+``REPORTED_ROUNDS``, and more while they scatter (``scattered``), up to ``MOST_ROUNDS``, when it is
+timed adaptively.
 
 Combination. Every round is a whole evaluation: fresh seeds, checks, integrity judgement. The
 first round whose verdict is not a clean correct one (wrong, failed, void) is the evaluation's
@@ -54,14 +54,15 @@ from maxcode.types import Feedback, RoundSpeedup
 REPORTED_ROUNDS = 8
 """The least rounds of an evaluation whose speedup is reported (``maxcode eval``,
 re-verification; exactly these with a fixed number of calls, ``--repeats``). A bias of each
-pair of worker processes adds to every round's error, and only more rounds sample it: longer
-windows did not narrow the combined speedup, more rounds did (``docs/measurements/noise-log.md``)."""
+pair of worker processes adds to every round's error, and only more rounds sample it: more
+rounds narrow the combined speedup where longer windows do not
+(``docs/measurements/kernelbench-notes.md``)."""
 
 MOST_ROUNDS = 24
 """The most rounds of a reported evaluation timed adaptively: past ``REPORTED_ROUNDS`` while
-they scatter (``scattered``): on days when rounds spread more, eight did not keep repeated
-evaluations of an identical candidate within 2% of each other. The cap bounds what an
-evaluation costs then."""
+they scatter (``scattered``): where rounds spread more, eight do not keep repeated evaluations of an
+identical candidate within 2% of each other (``docs/measurements/kernelbench-notes.md``). The cap
+bounds what an evaluation costs then."""
 
 SCATTER = 0.005
 """The standard error of the rounds' mean log speedup (their standard deviation over the
@@ -91,9 +92,9 @@ def clean(feedback: Feedback) -> bool:
 CONFIRMED = frozenset({"hidden"})
 """Void findings that stand only once a round of fresh workers repeats them: statistical
 verdicts on the pairs of one pair of processes, which a state of one process can fake (a
-worker that made its inputs a third slower for a whole round voided an identical candidate,
-beyond what ``OUTSIDE_BIAS`` covers). A candidate that hides its work does so in every
-round."""
+worker can make its inputs much slower for a whole round, beyond what ``OUTSIDE_BIAS`` covers,
+and so void an identical candidate: ``docs/measurements/kernelbench-notes.md``). A candidate that
+hides its work does so in every round."""
 
 
 def needs_confirming(feedback: Feedback) -> bool:

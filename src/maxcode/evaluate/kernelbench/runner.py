@@ -247,9 +247,9 @@ class WorkerRunner:
     def pins_late(self) -> bool:
         """Whether a worker pins itself to ``cpu`` once torch is loaded (worker ``layout.pin``)
         rather than being pinned by the sandbox from its start: in an evaluation of one round
-        on a CPU, so its two workers load torch side by side on two CPUs (a round takes about
-        two thirds of the time, the spread the same). ``MAXCODE_PIN=start`` pins from the start.
-        Several rounds fork their workers from zygotes on the timing CPU (``zygote.py``)."""
+        on a CPU, so its two workers load torch side by side on two CPUs (a shorter round, the same
+        spread: ``docs/measurements/kernelbench-notes.md``). ``MAXCODE_PIN=start`` pins from the
+        start. Several rounds fork their workers from zygotes on the timing CPU (``zygote.py``)."""
         return (
             self.cpu is not None
             and self.settings.device == "cpu"
@@ -306,14 +306,15 @@ def _environment(cache: Path, workdir: Path, layout: int = 0) -> dict[str, str]:
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
         # Blocks below MAPPED_BYTES come from the heap and are kept when freed, or every timed
-        # call pays page faults for its temporaries (identical candidates scored 0.90-1.46);
-        # a fixed threshold keeps both sides alike. Larger blocks are mapped and handed back,
-        # or gigabyte tensors of slightly different sizes cannot reuse each other's room.
+        # call pays page faults for its temporaries, which scatters identical candidates' speedups
+        # (docs/measurements/kernelbench-notes.md); a fixed threshold keeps both sides alike. Larger
+        # blocks are mapped and handed back, or gigabyte tensors of slightly different sizes cannot
+        # reuse each other's room.
         "MALLOC_MMAP_THRESHOLD_": str(MAPPED_BYTES),
         "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
         # Tensors of 2 MiB and more on a page boundary (the huge pages torch also asks for are
         # off, worker ``layout.no_huge_pages``): where a buffer falls within its page otherwise
-        # follows each process's heap history, up to 8% faster or slower for a whole worker.
+        # follows each process's heap history: a speed bias that lasts a whole worker.
         "THP_MEM_ALLOC_ENABLE": "1",
         "MAX_JOBS": "2",
     }
@@ -357,9 +358,10 @@ def sole_user(cache: Path) -> Iterator[None]:
 def device_turn(device: str) -> Iterator[None]:
     """On a GPU, the device alone for one round, whichever process asks: an exclusive lock on a
     file per visible GPU (``turns.gpu_turn``), held from before the two workers start until both
-    are gone, since two evaluations timing on one GPU see each other's kernels in their host
-    time (which voided an identical candidate). The GPU is read from ``CUDA_VISIBLE_DEVICES``
-    as written: one GPU named two ways is not kept apart. On a CPU, nothing here."""
+    are gone, since two evaluations timing on one GPU see each other's kernels in their host time
+    (enough to void an identical candidate: ``docs/measurements/kernelbench-notes.md``). The GPU is
+    read from ``CUDA_VISIBLE_DEVICES`` as written: one GPU named two ways is not kept apart. On a
+    CPU, nothing here."""
     if device != "cuda":
         yield
         return

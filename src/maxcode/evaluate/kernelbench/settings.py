@@ -24,9 +24,10 @@ CHUNK_S = 0.015
 """Seconds of calls a chunk aims at (slow calls make chunks of fewer calls, down to one).
 
 Short, so that the two chunks of a pair run in the same state of the machine: a worker's calls
-can run 20-25% slower or faster for a few hundred milliseconds at a time, on either side, and a
-pair that such a change falls between is off by that much. More pairs, each cheaper, also
-reach a narrow interval sooner (``benchmarks/chunk_size.py`` compares sizes)."""
+can turn markedly slower or faster for a few hundred milliseconds at a time, on either side, and a
+pair that such a change falls between is off by that much
+(``docs/measurements/kernelbench-notes.md``). More pairs, each cheaper, also reach a narrow interval
+sooner (``benchmarks/chunk_size.py`` compares sizes)."""
 CHUNK_SPAN_S = 0.05
 """Seconds a side's turn aims at, at most: its calls, making their inputs and sending their
 outputs (slow to make, tiny calls spend most of a turn outside the calls). ``CHUNK_S`` alone
@@ -37,27 +38,28 @@ first call, so large inputs with quick calls would otherwise hold hundreds of Mi
 MIN_PAIRS = 8
 """Pairs of chunks (one per side) timed before the interval may stop the timing. An interval
 from three or four log ratios (the warm-up pair left out) can look narrow by chance, and a
-window that stops on it keeps that lucky draw (identical candidates that stopped so scored
-0.96). Short chunks make the extra pairs cheap; calls slow enough for one-call chunks take
-``Stopping.min_calls`` anyway."""
+window that stops on it keeps that lucky draw (``docs/measurements/kernelbench-notes.md``). Short
+chunks make the extra pairs cheap; calls slow enough for one-call chunks take ``Stopping.min_calls``
+anyway."""
 TARGET = 0.02
 """Timing stops once the speedup's 95% interval lies within +-2% of it."""
 PROCESS_BIAS = 0.02
 """Spread (standard deviation of the log speedup) of a bias that lasts a whole worker process,
 added to every KernelBench interval: a ratio between two processes that pairing cannot cancel
 and more pairs cannot shrink. It is the spread fitted to identical candidates of the public
-level-1/2 problems, whose intervals from pairs alone missed 1.0 far more often than 5%
-(``docs/measurements/noise-log.md``), with each round's workers drawing their address layout afresh (worker
-``layout.fix_layout``). C++ and project timings start a process per round, so their intervals
-already sample it."""
+level-1/2 problems, whose intervals from pairs alone miss 1.0 far more often than 5%, with each
+round's workers drawing their address layout afresh (worker ``layout.fix_layout``; the figures:
+``docs/measurements/kernelbench-notes.md``). C++ and project timings start a process per round, so
+their intervals already sample it."""
 OUTSIDE_BIAS = 0.065
 """Spread (relative to the reference's time) of a bias that lasts a whole worker process in
 the time outside the calls (``judge``'s outside excess), added to its interval. Making a
 call's inputs is the same work on both sides, but not at the same speed in two processes:
-identical candidates whose inputs take many times the call made them slower or faster on one
-side, steadily (the worker's CPU clock agreed), which the pairs alone called sure and charged.
-Hidden work below about 13% of making the inputs is then not sure: it is charged to the
-interval's low end (what selection uses) only."""
+where the inputs take many times the call, one side can make them steadily slower or faster
+(by the worker's CPU clock too), which the pairs alone would call sure and charge to an
+identical candidate (``docs/measurements/kernelbench-notes.md``). Hidden work below about 13% of
+making the inputs is then not sure: it is charged to the interval's low end (what selection uses)
+only."""
 WARMUP_S = 0.3
 """Seconds of warm-up (its calls and the making of their inputs) after which a worker stops
 warming up (after two calls at least)."""

@@ -61,7 +61,8 @@ ROUNDS_PER_PAIR = 8
 eight (``evaluator.evaluate_kernelbench``). What a zygote fixes for its forks (torch's libraries
 and the stack where its layout draw put them, the pages its imports landed on) is a draw
 shared by all of them, which more rounds from the same pair do not sample: evaluations of many
-rounds from one pair spread more than their rounds' own spread allowed."""
+rounds from one pair spread more than their rounds' own spread allows
+(``docs/measurements/kernelbench-notes.md``)."""
 _ANSWER_SLACK_S = 10.0
 """Seconds a zygote may take past a round's time limit to answer (kill, sweep, reap)."""
 _CLOSE_S = 5.0

@@ -158,3 +158,13 @@ def test_bench_on_ray_runs_searches_in_parallel_with_the_local_table(tmp_path: P
         assert remote["unfinished"] == 0
         for key in ("mean_speedup", "correct", "evaluations", "fast_p", "average_rank"):
             assert remote[key] == pytest.approx(local[key]), key
+
+
+def test_a_cuda_evaluation_asks_ray_for_a_whole_gpu(tmp_path: Path) -> None:
+    from maxcode.executors.ray_executor import ray_resources
+
+    task = load_task(str(write_task(tmp_path / "sum")))
+    on_gpu = EvalJob(task, ECHO_SUM, EvalSettings(device="cuda"))
+    on_cpu = EvalJob(task, ECHO_SUM, EvalSettings(device="cpu"))
+    assert ray_resources(on_gpu) == {"num_cpus": 1, "num_gpus": 1}
+    assert ray_resources(on_cpu) == {"num_cpus": 1, "num_gpus": 0}

@@ -64,6 +64,13 @@ def evaluate_on_worker(job: EvalJob) -> Feedback:
         return job.run(sandbox, cpu)
 
 
+def ray_resources(job: EvalJob) -> dict[str, float]:
+    """What an evaluation asks Ray for: one CPU, and a whole GPU when it runs on CUDA, so that
+    two timings never share a GPU and a CUDA evaluation never lands on a node without one
+    (Ray holds it until a node with a free GPU takes it)."""
+    return {"num_cpus": 1, "num_gpus": 1 if job.settings.device == "cuda" else 0}
+
+
 class RayExecutor(Executor):
     """Evaluations as Ray tasks (retried on another worker when one dies)."""
 
@@ -72,12 +79,10 @@ class RayExecutor(Executor):
         workers: int | None = None,
         address: str | None = None,
         max_retries: int = 3,
-        num_gpus: float = 0,
     ) -> None:
         self.workers = workers
         self.address = address or os.environ.get("RAY_ADDRESS") or None
         self.max_retries = max_retries
-        self.num_gpus = num_gpus
         self._started_here = False
         self._remote: Any = None
         self._slots: asyncio.Semaphore | None = None
@@ -105,17 +110,14 @@ class RayExecutor(Executor):
                 raise MaxcodeError(f"cannot start or join Ray: {error}") from None
         capacity = self.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         self._slots = asyncio.Semaphore(capacity)
-        # A GPU evaluation holds a whole GPU: timings never share one.
-        self._remote = ray.remote(num_cpus=1, num_gpus=self.num_gpus, max_retries=self.max_retries)(
-            evaluate_on_worker
-        )
+        self._remote = ray.remote(max_retries=self.max_retries)(evaluate_on_worker)
 
     async def evaluate(self, job: EvalJob) -> Feedback:
         if self._remote is None or self._slots is None:
             await self.setup()
         assert self._slots is not None
         async with self._slots:
-            result: Feedback = await self._remote.remote(job)
+            result: Feedback = await self._remote.options(**ray_resources(job)).remote(job)
             return result
 
     async def close(self) -> None:

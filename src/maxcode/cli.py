@@ -20,7 +20,7 @@ import click
 from maxcode import __version__, console
 from maxcode.errors import MaxcodeError
 from maxcode.evaluate.settings import EvalRequest
-from maxcode.options import given, setting_options, with_options
+from maxcode.options import given, setting_options, typed, with_options
 from maxcode.search.config import METHODS as METHOD_NAMES
 from maxcode.search.config import SearchConfig
 
@@ -213,12 +213,7 @@ def optimize_command(
         budgets = {"max_usd", "max_llm_tokens", "max_llm_calls"}
         # A resumed run keeps its stored settings (isolation included); MAXCODE_* variables
         # in the environment are ignored for it, a flag on the command line is an error.
-        typed = {
-            name
-            for name in named
-            if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
-        }
-        extra = typed - {"resume_id", "base_url", "store_path", "as_json", "output"} - budgets
+        extra = typed(ctx) - {"resume_id", "base_url", "store_path", "as_json", "output"} - budgets
         if task or extra:
             raise MaxcodeError(
                 "--resume takes only --base-url, --store, --output, --json and the budget limits"
@@ -327,8 +322,12 @@ def bench_command(
 
     store = open_store(store_path)
     if resume_id:
-        if tasks or methods:
-            raise MaxcodeError("--resume continues a bench as it was set up: no TASKS, no --method")
+        # Its runs keep their stored settings: any other flag would be ignored, so it is refused.
+        if tasks or typed(ctx) - {"resume_id", "base_url", "store_path", "as_json"}:
+            raise MaxcodeError(
+                "--resume continues a bench as it was set up: it takes only --base-url, --store"
+                " and --json"
+            )
         bench_id = resume_id
     else:
         if not tasks:

@@ -87,6 +87,15 @@ def with_options(options: list[Callable[[F], F]]) -> Callable[[F], F]:
     return apply
 
 
+def typed(ctx: click.Context) -> set[str]:
+    """The parameters set on the command line itself (not by a variable or a default)."""
+    return {
+        name
+        for name in ctx.params
+        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+    }
+
+
 def given(ctx: click.Context) -> set[str]:
     """The parameters set by a flag or a variable (not left at their default)."""
     return {

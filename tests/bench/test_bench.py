@@ -177,3 +177,14 @@ def test_bench_usage_errors_exit_2(tmp_path: Path) -> None:
     done = _maxcode("report", "nosuchrun", "-o", str(tmp_path / "r.html"),
                     "--store", str(tmp_path / "s.db"))  # fmt: skip
     assert done.returncode == 2 and "no run" in done.stderr
+
+
+def test_resuming_a_bench_refuses_settings_it_would_ignore(tmp_path: Path) -> None:
+    store = str(tmp_path / "bench.db")
+    for extra in (["--depth", "3"], ["--method", "beam"], ["--max-usd", "1"]):
+        done = run_maxcode("bench", "--resume", "abc", "--store", store, *extra)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip().splitlines() == [
+            "error: --resume continues a bench as it was set up: it takes only --base-url,"
+            " --store and --json"
+        ]

@@ -8,9 +8,11 @@ How a page's examples are run (what a page's author needs to know):
   In a ``console`` block the lines that start with ``$ `` are the commands; the rest is output.
 - An example that cannot run here is preceded by ``<!-- not run: REASON -->`` (a GPU, a Ray
   cluster, a paid model); the reason is required.
-- A page's examples run in order, in one fresh folder of their own that holds ``examples`` and
-  ``tests`` (links to the repository's), so a later example may use what an earlier one wrote
-  (``--store runs.db``, ``-o report.html``), and relative paths read as in a checkout.
+- Every page shares one ``MAXCODE_HOME`` (its run store and build cache), as on a user's
+  machine. A page's examples run in order, in one fresh folder of their own that holds
+  ``examples`` and ``tests`` (links to the repository's), so a later example may use what an
+  earlier one wrote (``--store runs.db``, ``-o report.html``), and relative paths read as in a
+  checkout.
 - Every LLM is the scripted server on 127.0.0.1 (``OPENAI_BASE_URL`` and
   ``ANTHROPIC_BASE_URL`` point at it, and a page's ``http://localhost:8000/v1`` is replaced by
   its address): for a bundled C++ task it proposes the task's known fast rewrite, otherwise it
@@ -107,6 +109,13 @@ def _script(example: Example, server: FakeLLMServer) -> list[str]:
 
 
 @pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One ``MAXCODE_HOME`` for every page, as on a user's machine: a KernelBench candidate two
+    pages judge is built once (its build cache is there)."""
+    return tmp_path_factory.mktemp("docs-home")
+
+
+@pytest.fixture(scope="module")
 def server() -> Iterator[FakeLLMServer]:
     fake = FakeLLMServer()
     fake.responder = _answer
@@ -133,7 +142,9 @@ SHOWN = [page for page in PAGES if _runnable(page)]
 
 
 @pytest.mark.parametrize("page", SHOWN, ids=lambda page: str(page.relative_to(REPO)))
-def test_every_example_on_the_page_runs(page: Path, server: FakeLLMServer, tmp_path: Path) -> None:
+def test_every_example_on_the_page_runs(
+    page: Path, server: FakeLLMServer, home: Path, tmp_path: Path
+) -> None:
     runnable = _runnable(page)
     work = tmp_path / "work"
     work.mkdir()
@@ -141,6 +152,7 @@ def test_every_example_on_the_page_runs(page: Path, server: FakeLLMServer, tmp_p
         (work / name).symlink_to(REPO / name)
     env = {
         **os.environ,
+        "MAXCODE_HOME": str(home),
         "MAXCODE_TIMING_BUDGET_S": "0.25",
         "MAXCODE_PROFILE": "0",
         "MAXCODE_MOST_ROUNDS": "1",

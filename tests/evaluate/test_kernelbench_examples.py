@@ -83,7 +83,7 @@ def cpu_results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
         for folder in home.glob("cache/kernelbench/cand-*/extensions/*/"):
             (folder / "lock").touch()
         task = dataclasses.replace(load_task(str(PROBLEMS[0])), timeout_s=120)
-        again = evaluate_task(task, jobs[0][1], repeats=10)
+        again = evaluate_task(task, jobs[0][1], repeats=10, profile=True)
         task = load_task(str(PROBLEMS[0]))
         prebuilt = {
             "cached": prebuild_task(task, jobs[0][1]),
@@ -142,6 +142,24 @@ def test_a_cached_build_is_reused_even_after_a_killed_build(
     assert again.correct  # type: ignore[attr-defined]
     for path, stamp in builds.items():  # type: ignore[attr-defined]
         assert path.stat().st_mtime_ns == stamp, f"{path} was rebuilt"
+
+
+def test_the_profile_of_an_extension_shows_its_own_code_and_the_critic_reads_it(
+    cpu_results: dict[str, object],
+) -> None:
+    """On a CPU the profiler records PyTorch's operators only; the extension's own function,
+    where an honest kernel spends its time, is the profile's ``OWN_CODE`` entry, not a share
+    of the output it allocates (which the critic would then advise writing as a kernel)."""
+    from maxcode.evaluate.kernelbench.worker.probes import OWN_CODE
+    from maxcode.kinds import kind_named
+
+    again: Feedback = cpu_results["again"]  # type: ignore[assignment]
+    assert again.correct
+    top = again.profiles["candidate"].top
+    assert top[0].name == OWN_CODE, top
+    assert 0.9 <= sum(op.share for op in top) <= 1.0 + 1e-9
+    advice = kind_named("kernelbench").critique(again)
+    assert "its own code" in advice and "Write aten::" not in advice
 
 
 def test_a_build_step_apart_from_the_evaluation_reuses_the_cache_and_reports_failures(

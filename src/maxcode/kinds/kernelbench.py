@@ -75,6 +75,8 @@ class KernelBenchKind(Kind):
 
     def critique(self, feedback: Feedback) -> str:
         """Rules of thumb for a correct candidate, read off its profile and roofline."""
+        from maxcode.evaluate.kernelbench.worker.probes import OWN_CODE
+
         diagnosis = f"Diagnosis: correct and {feedback.speedup:.2f}x faster than eager PyTorch."
         suggestions = []
         profile = feedback.profiles.get("candidate")
@@ -87,9 +89,15 @@ class KernelBenchKind(Kind):
                     f"- It runs {profile.launches:.0f} {unit} per call: fuse them into one "
                     "custom kernel that reads the input once and writes the output once."
                 )
-            suggestions.append(
-                f"- Write {first.name} as a custom kernel specialised to these shapes."
-            )
+            if first.name == OWN_CODE:
+                suggestions.append(
+                    "- Most of the time is in its own code: make that kernel faster (vectorise "
+                    "its inner loop, read each input once, avoid temporaries)."
+                )
+            else:
+                suggestions.append(
+                    f"- Write {first.name} as a custom kernel specialised to these shapes."
+                )
         roofline = feedback.roofline
         if roofline is not None and roofline.fraction is not None and not roofline.capped:
             diagnosis += f" It runs at {roofline.fraction:.0%} of the task's speed of light."

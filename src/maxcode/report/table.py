@@ -27,7 +27,7 @@ class MethodRow:
     unverified_mean_speedup: float = 0.0
     """The same mean over the unverified best speedups the searches measured."""
     geomean_speedup: float = 0.0
-    """Geometric mean over tasks of max(1, best speedup)."""
+    """Geometric mean over tasks of max(1, verified speedup)."""
     fast_p: dict[str, float] = field(default_factory=dict)
     """KernelBench convention: share of tasks with a correct program faster than p."""
     correct: float = 0.0

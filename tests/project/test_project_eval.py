@@ -81,3 +81,32 @@ def test_a_candidate_that_does_not_build_is_a_build_error(tmp_path: Path) -> Non
     verdict = eval_json(str(CMAKE), str(broken), "--repeats", "1")
     assert not verdict["compiled"] and verdict["error"]["kind"] == "compile_error"
     assert "error" in verdict["compile_output"]
+
+
+def test_a_screen_stops_timing_once_the_candidate_is_surely_below_the_bar(
+    tmp_path: Path,
+) -> None:
+    """A search's screen times a project's bench until the candidate cannot be the best (its
+    interval wholly below the bar, from six rounds on), not all ``repeats``; without a bar,
+    or with a bar it is not below, every round is timed."""
+    from maxcode.evaluate import evaluate_task
+    from maxcode.evaluate.project import load_candidate
+    from maxcode.tasks import load_task
+
+    project = tmp_path / "sleepy"
+    project.mkdir()
+    (project / "work.sh").write_text("exit 0\n")
+    (project / "task.toml").write_text(
+        'name = "sleepy"\nkind = "project"\neditable = ["work.sh"]\n'
+        'check = "sh work.sh"\nbench = "sh work.sh"\nrepeats = 9\n'
+    )
+    slower = tmp_path / "slower" / "work.sh"
+    slower.parent.mkdir()
+    slower.write_text("sleep 0.2\nexit 0\n")
+    task = load_task(str(project))
+    source = load_candidate(task, slower.parent)  # type: ignore[arg-type]
+    screened = evaluate_task(task, source, bar=1.0)
+    assert screened.correct and screened.repeats == 6, screened.speedup_interval
+    assert screened.speedup_interval is not None and screened.speedup_interval[1] < 1.0
+    assert evaluate_task(task, source).repeats == 9
+    assert evaluate_task(task, source, bar=1e-6).repeats == 9

@@ -53,7 +53,7 @@ from maxcode.evaluate.runs import (
     python_paths,
 )
 from maxcode.evaluate.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
-from maxcode.evaluate.stats import paired_speedup
+from maxcode.evaluate.stats import covers_median, paired_speedup
 from maxcode.evaluate.turns import cpu_turn, timing_cpu
 from maxcode.kinds.base import read_candidate_file
 from maxcode.tasks.project import (
@@ -205,10 +205,13 @@ def evaluate_project(
     sandbox: Sandbox | None = None,
     cpu: int | None = None,
     profile: bool = False,
+    bar: float | None = None,
 ) -> Feedback:
     """Judge a candidate bundle against a project task's reference (see the module's
     docstring). ``metric``: None (or ``wall``) for the task's own ``bench_metric``;
-    ``instructions`` counts the bench under callgrind whatever the task says."""
+    ``instructions`` counts the bench under callgrind whatever the task says. ``bar``: a
+    search's screen, whose timed rounds stop once the candidate is surely below this reward
+    (once its interval is a 95% one: six rounds or more)."""
     spec = task.project
     started = time.perf_counter()
     sandbox = sandbox or Sandbox()
@@ -256,7 +259,7 @@ def evaluate_project(
         if failure is not None:
             return _finish(project, failure, started)
         with project.timed("bench"), cpu_turn(pin if chosen != "instructions" else None):
-            measured = _bench(project, sides, chosen, repeats or task.repeats)
+            measured = _bench(project, sides, chosen, repeats or task.repeats, bar)
         if measured.correct and profile:
             with project.timed("profile"):
                 found = _profile(project, sides[1])
@@ -522,7 +525,13 @@ def _cost(project: _Project, result: SandboxResult, metric: ProjectMetric) -> fl
     return value if math.isfinite(value) and value >= 0 else None
 
 
-def _bench(project: _Project, sides: list[_Side], metric: ProjectMetric, repeats: int) -> Feedback:
+def _bench(
+    project: _Project,
+    sides: list[_Side],
+    metric: ProjectMetric,
+    repeats: int,
+    bar: float | None = None,
+) -> Feedback:
     reference, candidate = sides
     command = project.spec.bench
     outcomes = project.outcomes
@@ -586,6 +595,12 @@ def _bench(project: _Project, sides: list[_Side], metric: ProjectMetric, repeats
                 )
             if round_number > 0:
                 samples[side.name].append(cost)
+        if bar is not None and covers_median(round_number) and round_number < repeats:
+            floor = 1e-4 if metric == "wall" else 1e-9
+            so_far = paired_speedup(samples["reference"], samples["candidate"], floor=floor)
+            if so_far.high < bar:  # it cannot be the best: the rest of the rounds decide nothing
+                repeats = round_number
+                break
     return _correct(project, outcomes, samples["reference"], samples["candidate"], repeats)
 
 

@@ -95,6 +95,12 @@ def ratio_interval(ratios: Sequence[float], *, confidence: float = CONFIDENCE) -
     )
 
 
+def covers_median(count: int, confidence: float = CONFIDENCE) -> bool:
+    """Whether ``count`` samples give an interval of their median with at least ``confidence``
+    (their whole range misses it only when all fall on one side): six or more for 95%."""
+    return 1.0 - 2.0 * 0.5**count >= confidence
+
+
 def median_rank(count: int, confidence: float = CONFIDENCE) -> int:
     """The 1-based rank k such that (k-th smallest, k-th largest) of ``count`` samples covers
     the median with at least ``confidence``; 1 (the whole range) when no rank does."""

@@ -37,8 +37,11 @@ class ProjectKind(Kind):
         from maxcode.evaluate.project import evaluate_project
 
         task = _project(task)
-        # A project times its fixed ``repeats`` whether the number is reported or not.
-        return evaluate_project(task, source, **self.run_arguments(settings, occasion))
+        # A project times its ``repeats`` whether the number is reported or not; a screen stops
+        # early once the candidate is surely below the search's bar.
+        return evaluate_project(
+            task, source, bar=occasion.bar, **self.run_arguments(settings, occasion)
+        )
 
     def read_candidate(self, task: Task, path: Path) -> str:
         """A folder of replacement files, a unified diff, a bundle, or one file."""

@@ -341,9 +341,9 @@ def bench_command(
             f"bench {bench_id}: {len(tasks)} task argument(s), methods {', '.join(methods)}"
         )
 
-    def progress(summary: Any) -> None:
+    def progress(summary: Any, label: str) -> None:
         console.say(
-            f"run {summary.run_id} {summary.task} {summary.method}: {summary.status}, "
+            f"run {summary.run_id} {summary.task} {label}: {summary.status}, "
             f"best {summary.best_speedup:.2f}x, {summary.evaluations} evaluations"
         )
 

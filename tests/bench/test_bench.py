@@ -69,6 +69,8 @@ def test_bench_of_two_methods_on_the_bundled_tasks_and_its_reports(
         "--candidates", "2", "--repeats", "1", "--store", str(store), "--json",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+    # Each run's progress line names the method as the bench does (the +maxcode variant too).
+    assert done.stderr.count(" cuda-llm+maxcode: done") == 2, done.stderr
     result = json.loads(done.stdout)
     tasks = 2
     assert len(result["tasks"]) == tasks

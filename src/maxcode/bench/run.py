@@ -93,7 +93,7 @@ def run_bench(
     bench_id: str,
     *,
     base_url: str | None = None,
-    on_run: Callable[[RunSummary], None] = lambda summary: None,
+    on_run: Callable[[RunSummary, str], None] = lambda summary, label: None,
 ) -> None:
     """Run every unfinished run of a bench, one after the other (a resumed bench continues).
 
@@ -114,7 +114,7 @@ def run_bench(
             summary = run_search(store, run.run_id, base_url=base_url)
         except TaskError:
             continue
-        on_run(summary)
+        on_run(summary, run.bench_label or summary.method)
 
 
 async def _run_parallel(
@@ -122,7 +122,7 @@ async def _run_parallel(
     runs: list[RunRecord],
     settings: dict[str, Any],
     base_url: str | None,
-    on_run: Callable[[RunSummary], None],
+    on_run: Callable[[RunSummary, str], None],
     concurrency: int,
 ) -> None:
     """Several searches at once, sharing one Ray executor; the store stays here."""
@@ -138,7 +138,7 @@ async def _run_parallel(
                 )
             except TaskError:
                 return
-            on_run(summary)
+            on_run(summary, run.bench_label or summary.method)
 
     async with executor:
         tasks = [asyncio.ensure_future(one(run)) for run in runs]

@@ -74,7 +74,9 @@ class Task:
     memory_mb: int = 2048
     """Address-space limit for one run, in MiB."""
     repeats: int = 5
-    """Timed runs per test and program for the wall metric (after one warm-up)."""
+    """The wall metric's timed rounds (after one warm-up round). C++: the fewest, raised to
+    ``WALL_MIN_ROUNDS`` (6) and added to until the interval is narrow; projects: the rounds of
+    their bench, which a search's screen may stop early."""
     cpus: int = 1
     """The CPU budget of one run: CPU time of all its processes may not exceed this many times
     its wall time (1: pinned to one CPU; more for tasks where parallelism is the point,

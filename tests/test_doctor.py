@@ -19,7 +19,10 @@ def test_doctor_json_is_one_object_covering_isolation_tools_and_task_kinds() -> 
     names = {tool["name"] for tool in report["tools"]}
     assert {"g++", "valgrind", "nvcc", "ncu", "torch", "gpu", "triton"} <= names
     kinds = {kind["kind"]: kind for kind in report["task_kinds"]}
-    assert set(kinds) == {"cpp wall", "cpp instructions", "kernelbench cpu", "kernelbench cuda"}
+    assert set(kinds) == {
+        "cpp wall", "cpp instructions", "kernelbench cpu", "kernelbench cuda", "project wall",
+        "project instructions",
+    }  # fmt: skip
     for kind in kinds.values():
         assert kind["ready"] == (not kind["missing"])
         assert bool(kind["install"]) == bool(kind["missing"])

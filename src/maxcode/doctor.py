@@ -261,20 +261,17 @@ def probe_tools() -> list[Tool]:
     ]
 
 
-TASK_KINDS: dict[str, tuple[str, ...]] = {
-    "cpp wall": ("g++",),
-    "cpp instructions": ("g++", "valgrind"),
-    "kernelbench cpu": ("torch", "g++", "ninja"),
-    "kernelbench cuda": ("torch", "gpu", "nvcc", "ninja"),
-}
-"""What each kind of task needs (Triton and ncu are optional: a backend and a profiler)."""
-
-
 def task_kinds(tools: list[Tool], isolation: IsolationReport) -> list[TaskKindReport]:
-    """Whether each task kind can run here, and what installs what is missing."""
+    """Whether each task kind can run here (``Kind.needs``: Triton and ncu are optional, a
+    backend and a profiler), and what installs what is missing."""
+    from maxcode.kinds import KINDS
+
     by_name = {tool.name: tool for tool in tools}
     reports = []
-    for kind, needs in TASK_KINDS.items():
+    wanted = {
+        f"{name} {variant}": tools for name, kind in KINDS.items() for variant, tools in kind.needs
+    }
+    for kind, needs in wanted.items():
         missing = [name for name in needs if not by_name[name].found]
         if not isolation.safe:
             missing.append("isolation")
@@ -312,10 +309,11 @@ def format_report(report: DoctorReport) -> list[str]:
             line += f"  [{tool.install}]"
         lines.append(line)
     lines.append("task kinds:")
+    width = max((len(kind.kind) for kind in report.task_kinds), default=0) + 1
     for kind in report.task_kinds:
         if kind.ready:
-            lines.append(f"  {kind.kind:<17} ready")
+            lines.append(f"  {kind.kind:<{width}} ready")
         else:
-            lines.append(f"  {kind.kind:<17} missing {', '.join(kind.missing)}")
+            lines.append(f"  {kind.kind:<{width}} missing {', '.join(kind.missing)}")
             lines += [f"    {command}" for command in kind.install]
     return lines

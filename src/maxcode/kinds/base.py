@@ -58,6 +58,10 @@ class Kind(ABC):
     """The costs a speedup can be measured in."""
     in_folders: ClassVar[bool] = True
     """Whether a task folder's ``task.toml`` may name the kind (``load_folder``)."""
+    needs: ClassVar[tuple[tuple[str, tuple[str, ...]], ...]] = ()
+    """What ``maxcode doctor`` checks for this kind: (variant, tools) pairs, a variant being a
+    metric or a device, its tools what it needs beside the sandbox (``doctor.probe_tools``'
+    names)."""
 
     def load_folder(self, folder: Path, raw: dict[str, Any], config_path: Path) -> Task:
         """The task of a folder whose ``task.toml`` (read into ``raw``) names this kind (only

@@ -18,6 +18,7 @@ class CppKind(Kind):
 
     name = "cpp"
     title = "C++"
+    needs = (("wall", ("g++",)), ("instructions", ("g++", "valgrind")))
     language = "cpp"
     extension = ".cpp"
 

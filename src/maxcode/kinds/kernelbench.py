@@ -19,6 +19,7 @@ class KernelBenchKind(Kind):
 
     name = "kernelbench"
     title = "KernelBench"
+    needs = (("cpu", ("torch", "g++", "ninja")), ("cuda", ("torch", "gpu", "nvcc", "ninja")))
     language = "python"
     extension = ".py"
     metrics = ("wall",)

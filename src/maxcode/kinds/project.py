@@ -21,6 +21,8 @@ class ProjectKind(Kind):
 
     name = "project"
     title = "project"
+    # Besides what the project's own build, check and bench commands run.
+    needs = (("wall", ()), ("instructions", ("valgrind",)))
     language = "project"
     extension = ""
     metrics = ("wall", "instructions", "printed")

@@ -65,10 +65,9 @@ _STDERR_TAIL = 1024
 
 RUNS_PER_START = 1024
 """Runs one sandbox start holds at most (``run_batch`` starts again for the rest). The init
-takes seven arguments a run and bwrap refuses a command line of more than 9,000: a C++
-evaluation's batch of 1,488 runs (a reported number's rounds, 2026-11-28) failed whole, each
-run reported killed at its wall limit ("bwrap: Exceeded maximum number of arguments 9000"),
-which voided an identical program as "the reference failed test 0 (timeout)"."""
+takes seven arguments a run and bwrap refuses a command line of more than 9,000 ("Exceeded
+maximum number of arguments"): a larger batch would fail whole, every run reported killed at
+its wall limit."""
 
 
 @dataclass(frozen=True)

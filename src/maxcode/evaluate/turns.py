@@ -2,10 +2,8 @@
 which CPU that is, and how many seconds of timing one evaluation may spend (every kind).
 
 Two evaluations timing on one CPU at once share it call by call, and each sees the other's
-slices in its host time: in the suite on two workers beside a spinning core (2026-11-29), an
-honest KernelBench candidate 22 times faster than its reference, whose evaluation shared the
-last CPU with the other worker's, was voided in two rounds of fresh workers ("hidden: work
-outside the timed calls", 0.69 ms per call between its 0.04 ms calls). An evaluation takes
+slices in its host time, which the integrity checks rightly take for hidden work (an honest
+KernelBench candidate was voided that way: docs/measurements/noise-log.md). An evaluation takes
 its timing CPU's turn around its timed window alone (its start-up, builds and checks run
 beside others), as a GPU evaluation takes the GPU's for a whole round (runner
 ``device_turn``). A search's own workers (``LocalExecutor``) time on different CPUs and never

@@ -91,9 +91,15 @@ def test_optimize_and_bench_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     make_hermetic(monkeypatch, tmp_path / "home")
     store = tmp_path / "runs.db"
     summary = maxcode.optimize(
-        TASK, depth=1, candidates=2, store=store, output=tmp_path / "best.cpp", profile=False
-    )
+        TASK, depth=1, candidates=2, store=store, output=tmp_path / "best.cpp", profile=False,
+        maxcode=True,
+    )  # fmt: skip
     assert isinstance(summary, maxcode.RunSummary)
+    from maxcode.store import open_store
+
+    recorded = open_store(store).get_run(summary.run_id)
+    assert recorded is not None  # --maxcode's observation, as the command line gives it
+    assert recorded.config["observation"] == ["trajectory", "critique", "best"]
     assert summary.status == "done" and summary.evaluations >= 1
     assert summary.best_speedup >= 1.0 and (tmp_path / "best.cpp").is_file()
     compared = maxcode.bench(

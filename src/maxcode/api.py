@@ -61,6 +61,7 @@ def optimize(
     method: str = "cuda-llm",
     store: str | Path | None = None,
     output: str | Path | None = None,
+    maxcode: bool = False,
     on_step: Callable[[StepReport], None] = lambda report: None,
     say: Callable[[str], None] = lambda line: None,
     **settings: Any,
@@ -68,13 +69,16 @@ def optimize(
     """``maxcode optimize``: search for a faster version of ``task``'s program and return the
     run's summary (the best program is written to ``output``, by default under
     ``MAXCODE_HOME``). ``model``: ``provider/model``, or ``rules`` (offline, no key);
-    ``store``: the run store (default ``MAXCODE_HOME/maxcode.db``); ``settings``: the search's
-    options (``depth``, ``candidates``, ``max_usd``, ``workers``, ...). The run is recorded:
-    ``maxcode optimize --resume RUN_ID`` continues it if it stops."""
+    ``store``: the run store (default ``MAXCODE_HOME/maxcode.db``); ``maxcode``: the MaxCode
+    variant (``--maxcode``: observation ``trajectory,critique,best``); ``settings``: the
+    search's options (``depth``, ``candidates``, ``max_usd``, ``workers``, ...). The run is
+    recorded: ``maxcode optimize --resume RUN_ID`` continues it if it stops."""
     from maxcode.search.api import new_run, run_search
-    from maxcode.search.config import make_config
+    from maxcode.search.config import MAXCODE_PARTS, make_config
     from maxcode.store import open_store
 
+    if maxcode and "observation" not in settings:
+        settings["observation"] = list(MAXCODE_PARTS)
     config = make_config({**settings, "model": model, "method": method})
     runs = open_store(store)
     run_id = new_run(runs, str(task), config, say=say)

@@ -241,7 +241,13 @@ def optimize_command(
             base_url=base_url,
             output=output,
             on_step=console.step_printer(),
-            budget_overrides={name: flags[name] for name in flags if name.startswith("max_")},
+            # Only a budget typed on the command line raises a stored one: a MAXCODE_MAX_*
+            # variable left in the environment does not change a resumed run.
+            budget_overrides={
+                name: flags[name]
+                for name in typed(ctx)
+                if name.startswith("max_") and name in flags
+            },
         )
     except KeyboardInterrupt:
         click.echo(

@@ -223,6 +223,16 @@ def test_llm_budget_stops_the_run_cleanly_with_everything_recorded(
     with sqlite3.connect(store) as db:
         assert db.execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0] == 2
         assert db.execute("SELECT COUNT(*) FROM nodes").fetchone()[0] == 2
+    # A budget variable left in the environment does not raise a resumed run's limit: only a
+    # flag typed on the command line does.
+    unraised = optimize(
+        "--resume", result["run_id"], "--base-url", server.url, "--store", str(store), "--json",
+        env={"MAXCODE_MAX_LLM_CALLS": "50"},
+    )  # fmt: skip
+    assert unraised.returncode == 0, unraised.stderr
+    assert json.loads(unraised.stdout)["status"] == "stopped"
+    with sqlite3.connect(store) as db:
+        assert db.execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0] == 2
     # A larger limit lets the same run go on, from where it stopped.
     again = optimize(
         "--resume", result["run_id"], "--max-llm-calls", "50", "--base-url", server.url,

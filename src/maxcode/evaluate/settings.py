@@ -42,8 +42,9 @@ class EvalSettings(BaseModel):
     (deterministic), or (projects) the cost a project's bench prints. A project task's own
     bench_metric wins over wall."""
     repeats: int | None = Field(default=None, ge=1)
-    """C++ and projects: the least number of timed rounds (more until the interval is narrow);
-    KernelBench: exactly this many timed calls per side; None: adaptive."""
+    """C++: the least number of timed rounds (more until the interval is narrow); projects:
+    the bench's timed rounds (the task's repeats when unset); KernelBench: exactly this many
+    timed calls per side; None: adaptive."""
     device: Device = "auto"
     """Where KernelBench candidates run: auto is cuda when PyTorch sees a GPU, else cpu (C++
     and project tasks: cpu); a run records the device it resolved to."""

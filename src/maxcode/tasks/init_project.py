@@ -98,14 +98,14 @@ def init_command(
         assert isinstance(task, ProjectTask)  # the task.toml just written says kind "project"
         # The reference against itself: it must build, pass its check, and the bench must run.
         verdict = evaluate_project(task, task.reference, repeats=1)
+        if not verdict.correct:
+            raise MaxcodeError(f"the reference failed against itself: {verdict.summary()}")
     except MaxcodeError:
         if previous is not None:
             target.write_text(previous)
         else:
             target.unlink()
         raise
-    if not verdict.correct:
-        raise MaxcodeError(f"the reference failed against itself: {verdict.summary()}")
     click.echo(
         f"ok: {task.name}: {len(task.project.editable)} editable "
         f"file(s); the check passes; the bench costs {verdict.reference_cost:.4g} "

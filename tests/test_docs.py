@@ -181,6 +181,15 @@ def test_the_site_builds_strict_and_its_home_page_renders(tmp_path: Path) -> Non
         cwd=REPO, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert built.returncode == 0, built.stderr[-4000:]
+    # The command reference is generated: every command has its section, defaults read well.
+    import click
+
+    from maxcode.cli import main
+
+    commands = (site / "reference" / "cli" / "index.html").read_text()
+    for name in main.list_commands(click.Context(main)):
+        assert f'id="maxcode-{name}"' in commands, name
+    assert "Sentinel" not in commands
     # Served over HTTP on loopback, as a browser reads a site (the search index does not load
     # from file:// addresses).
     handler = functools.partial(SimpleHTTPRequestHandler, directory=str(site))

@@ -101,7 +101,8 @@ def test_optimize_and_bench_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert recorded is not None  # --maxcode's observation, as the command line gives it
     assert recorded.config["observation"] == ["trajectory", "critique", "best"]
     assert summary.status == "done" and summary.evaluations >= 1
-    assert summary.best_speedup >= 1.0 and (tmp_path / "best.cpp").is_file()
+    # Where the run wrote its best program, not how fast it measured.
+    assert Path(summary.best_program) == tmp_path / "best.cpp" and (tmp_path / "best.cpp").is_file()
     compared = maxcode.bench(
         [TASK], methods=["best-of-n"], store=store, candidates=2, profile=False
     )

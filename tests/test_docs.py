@@ -42,7 +42,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import FIXTURES, REPO, render_headless
-from tests.llm.fake_llm_server import FakeLLMServer, Step
+from tests.llm.fake_llm_server import FakeLLMServer, Step, is_critic, serving
 
 RUN = {"bash", "console", "python"}
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
@@ -82,11 +82,9 @@ def examples(page: Path) -> list[Example]:
 
 
 def _answer(body: dict[str, Any]) -> Step:
-    messages = body.get("messages") or []
-    texts = [m["content"] if isinstance(m["content"], str) else str(m["content"]) for m in messages]
-    if any("You review one attempt" in text for text in texts):
+    if is_critic(body):
         return Step(texts=["Diagnosis: fine.\nSuggestions:\n- none"])
-    prompt = texts[-1] if texts else ""
+    prompt = str(body["messages"][-1]["content"])
     name = re.search(r"^# Task: (\S+)", prompt, re.M)
     if name and (FIXTURES / name.group(1) / "fast.cpp").is_file():
         return Step(texts=[f"```cpp\n{(FIXTURES / name.group(1) / 'fast.cpp').read_text()}```"])
@@ -117,12 +115,8 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[FakeLLMServer]:
-    fake = FakeLLMServer()
-    fake.responder = _answer
-    try:
+    with serving(_answer) as fake:
         yield fake
-    finally:
-        fake.close()
 
 
 def test_the_pages_have_examples_and_say_why_one_is_not_run() -> None:

@@ -92,7 +92,8 @@ def eval_command(
     """Check CANDIDATE against TASK's reference and measure its speedup."""
     from maxcode.evaluate import evaluate
 
-    chosen = {name: value for name, value in settings.items() if name in given(ctx)}
+    named = given(ctx)
+    chosen = {name: value for name, value in settings.items() if name in named}
     feedback = evaluate(task, candidate, say=console.say, **chosen)
     if as_json:
         click.echo(json.dumps(feedback.model_dump(mode="json")))
@@ -127,6 +128,8 @@ STORE_OPTION = click.option(
 # (optimize names one, bench several), the observation (parsed from text), the endpoint (not
 # stored with a run).
 _NOT_GENERATED = ("method", "observation", "base_url")
+_BUDGETS = frozenset({"max_usd", "max_llm_tokens", "max_llm_calls"})
+"""The settings a resumed run may raise (``--resume``)."""
 
 
 def _search_flag_names() -> tuple[str, ...]:
@@ -208,12 +211,14 @@ def optimize_command(
     from maxcode.search.config import make_config
     from maxcode.store import open_store
 
-    named = given(ctx)
+    named, on_line = given(ctx), typed(ctx)
+    # Only a budget typed on the command line raises a stored one: a MAXCODE_MAX_* variable
+    # left in the environment does not change a resumed run.
+    raised = {name: flags[name] for name in on_line & _BUDGETS}
     if resume_id:
-        budgets = {"max_usd", "max_llm_tokens", "max_llm_calls"}
         # A resumed run keeps its stored settings (isolation included); MAXCODE_* variables
         # in the environment are ignored for it, a flag on the command line is an error.
-        extra = typed(ctx) - {"resume_id", "base_url", "store_path", "as_json", "output"} - budgets
+        extra = on_line - {"resume_id", "base_url", "store_path", "as_json", "output"} - _BUDGETS
         if task or extra:
             raise MaxcodeError(
                 "--resume takes only --base-url, --store, --output, --json and the budget limits"
@@ -241,13 +246,7 @@ def optimize_command(
             base_url=base_url,
             output=output,
             on_step=console.step_printer(),
-            # Only a budget typed on the command line raises a stored one: a MAXCODE_MAX_*
-            # variable left in the environment does not change a resumed run.
-            budget_overrides={
-                name: flags[name]
-                for name in typed(ctx)
-                if name.startswith("max_") and name in flags
-            },
+            budget_overrides=raised,
         )
     except KeyboardInterrupt:
         click.echo(

@@ -20,13 +20,13 @@ from maxcode.errors import TaskError
 from maxcode.store import RunStore
 from maxcode.types import Feedback
 from tests.helpers import EXAMPLES, FIXTURES, render_headless, run_maxcode, write_task
-from tests.llm.fake_llm_server import FakeLLMServer, Step
+from tests.llm.fake_llm_server import FakeLLMServer, Step, is_critic, serving
 
 
 def _answer(body: dict[str, Any]) -> Step:
     """Policy: the task's known fast rewrite, then its wrong one; critic: a fixed diagnosis."""
     prompt = body["messages"][-1]["content"]
-    if any("You review one attempt" in m["content"] for m in body["messages"]):
+    if is_critic(body):
         return Step(texts=["Diagnosis: fine.\nSuggestions:\n- none"])
     name = re.search(r"^# Task: (\S+)", prompt, re.MULTILINE)
     assert name, prompt[:200]
@@ -37,12 +37,8 @@ def _answer(body: dict[str, Any]) -> Step:
 
 @pytest.fixture
 def server() -> Iterator[FakeLLMServer]:
-    fake = FakeLLMServer()
-    fake.responder = _answer
-    try:
+    with serving(_answer) as fake:
         yield fake
-    finally:
-        fake.close()
 
 
 def _maxcode(*args: str) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -218,3 +219,19 @@ class FakeLLMServer:
                 "output_tokens": step.completion_tokens,
             },
         }
+
+
+@contextmanager
+def serving(responder: Callable[[dict[str, Any]], Step] | None = None) -> Iterator[FakeLLMServer]:
+    """A server answering every request with ``responder`` (None: the script), closed after."""
+    fake = FakeLLMServer()
+    fake.responder = responder
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
+def is_critic(body: dict[str, Any]) -> bool:
+    """The request is the critic's (its system prompt), not the policy's."""
+    return any("You review one attempt" in str(m.get("content", "")) for m in body["messages"])

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import run_optimize
-from tests.llm.fake_llm_server import FakeLLMServer, Step
+from tests.llm.fake_llm_server import FakeLLMServer, Step, is_critic, serving
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = REPO / "examples" / "project" / "slowpkg"
@@ -55,10 +55,6 @@ CMAKE_MALFORMED = (
 )
 
 
-def is_critic(body: dict[str, Any]) -> bool:
-    return any("You review one attempt" in m.get("content", "") for m in body["messages"])
-
-
 def scripted(first: list[str], then: list[str]) -> Callable[[dict[str, Any]], Step]:
     """A policy that answers ``first`` to its first prompt and ``then`` to every later one;
     the critic always gives the same short critique."""
@@ -75,11 +71,8 @@ def scripted(first: list[str], then: list[str]) -> Callable[[dict[str, Any]], St
 
 @pytest.fixture
 def server() -> Iterator[FakeLLMServer]:
-    fake = FakeLLMServer()
-    try:
+    with serving() as fake:
         yield fake
-    finally:
-        fake.close()
 
 
 def critiques_and_prompts(server: FakeLLMServer) -> tuple[list[str], list[str]]:

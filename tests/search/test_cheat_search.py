@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import EXAMPLES, FIXTURES, run_maxcode, run_optimize
-from tests.llm.fake_llm_server import FakeLLMServer, Step
+from tests.llm.fake_llm_server import FakeLLMServer, Step, is_critic
 
 TASK = EXAMPLES / "pair_count_quadratic"
 FAST = (FIXTURES / "pair_count_quadratic" / "fast.cpp").read_text()
@@ -49,10 +49,6 @@ VOID_LINE = "The harness voided this result: processes:"
 
 def fenced(source: str) -> str:
     return f"Here is a faster version.\n\n```cpp\n{source}```\n"
-
-
-def is_critic(body: dict[str, Any]) -> bool:
-    return any("You review one attempt" in m.get("content", "") for m in body["messages"])
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 
 from maxcode.store import RunStore
 from tests.helpers import EXAMPLES, FIXTURES, run_maxcode, run_optimize
-from tests.llm.fake_llm_server import FakeLLMServer, Step
+from tests.llm.fake_llm_server import FakeLLMServer, Step, is_critic
 
 TASK = EXAMPLES / "io_bound_sum"
 REFERENCE = (TASK / "reference.cpp").read_text()
@@ -28,10 +28,6 @@ CRITIC_MARK = "critic-says-7f3a"
 
 def fenced(source: str) -> str:
     return f"Here is a faster version.\n\n```cpp\n{source}```\n"
-
-
-def is_critic(body: dict[str, Any]) -> bool:
-    return any("You review one attempt" in m.get("content", "") for m in body["messages"])
 
 
 @pytest.fixture

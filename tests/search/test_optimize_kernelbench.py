@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import REPO, ROW_BY_ROW, SUITE_ROUNDS, run_optimize, write_problem
-from tests.llm.fake_llm_server import FakeLLMServer, Step
+from tests.llm.fake_llm_server import FakeLLMServer, Step, is_critic
 
 pytest.importorskip("torch")
 
@@ -25,10 +25,6 @@ CRITIC_MARK = "critic-says-4c1d"
 
 def fenced(source: str) -> str:
     return f"Fused the epilogue.\n\n```python\n{source}```\n"
-
-
-def is_critic(body: dict[str, Any]) -> bool:
-    return any("You review one attempt" in m.get("content", "") for m in body["messages"])
 
 
 @pytest.fixture

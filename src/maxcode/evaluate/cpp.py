@@ -442,7 +442,7 @@ def _rounds_still_needed(
     timed to a wider interval than its rivals would have a lower reward than they for the same
     speed."""
     stop = stop or _Stop()
-    if stop.bar is not None and interval.high < stop.bar:
+    if interval.surely_below(stop.bar):
         return 0
     precision = stop.target
     most = max(WALL_MIN_ROUNDS, round(WALL_MAX_ROUNDS * stop.scale))

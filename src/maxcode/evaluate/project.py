@@ -53,7 +53,7 @@ from maxcode.evaluate.runs import (
     python_paths,
 )
 from maxcode.evaluate.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
-from maxcode.evaluate.stats import covers_median, paired_speedup
+from maxcode.evaluate.stats import SpeedupInterval, paired_speedup
 from maxcode.evaluate.turns import cpu_turn, timing_cpu
 from maxcode.kinds.base import read_candidate_file
 from maxcode.tasks.project import (
@@ -595,13 +595,20 @@ def _bench(
                 )
             if round_number > 0:
                 samples[side.name].append(cost)
-        if bar is not None and covers_median(round_number) and round_number < repeats:
-            floor = 1e-4 if metric == "wall" else 1e-9
-            so_far = paired_speedup(samples["reference"], samples["candidate"], floor=floor)
-            if so_far.high < bar:  # it cannot be the best: the rest of the rounds decide nothing
+        if bar is not None and 0 < round_number < repeats:  # round 0 is the warm-up
+            so_far = _interval(project, samples["reference"], samples["candidate"])
+            if so_far.surely_below(bar):  # the rest of the rounds would decide nothing
                 repeats = round_number
                 break
     return _correct(project, outcomes, samples["reference"], samples["candidate"], repeats)
+
+
+def _interval(
+    project: _Project, reference_costs: list[float], candidate_costs: list[float]
+) -> SpeedupInterval:
+    """The paired speedup of the bench's costs (seconds below 0.1 ms count as 0.1 ms)."""
+    floor = 1e-4 if project.verdict.metric == "wall" else 1e-9
+    return paired_speedup(reference_costs, candidate_costs, floor=floor)
 
 
 def _correct(
@@ -611,8 +618,7 @@ def _correct(
     candidate_costs: list[float],
     repeats: int,
 ) -> Feedback:
-    floor = 1e-4 if project.verdict.metric == "wall" else 1e-9
-    interval = paired_speedup(reference_costs, candidate_costs, floor=floor)
+    interval = _interval(project, reference_costs, candidate_costs)
     project.verdict.implausible(interval.estimate)
     if project.verdict.metric == "wall" and statistics.median(candidate_costs) < 1e-3:
         project.verdict.flag(

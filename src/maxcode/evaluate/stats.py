@@ -60,6 +60,11 @@ class SpeedupInterval(NamedTuple):
         """The interval reaches no further than ``tolerance`` (a share) from the estimate."""
         return self.relative_half_width <= tolerance
 
+    def surely_below(self, bar: float | None) -> bool:
+        """A search's screen can stop: the interval is a whole one (``covers_median``) and lies
+        below ``bar`` (None: no bar), so the candidate cannot be kept whatever more rounds say."""
+        return bar is not None and covers_median(self.samples) and self.high < bar
+
 
 def paired_speedup(
     reference: Sequence[float],

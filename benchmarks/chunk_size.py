@@ -26,15 +26,16 @@ import statistics
 import time
 from pathlib import Path
 
-from maxcode.evaluate import evaluate_task, stats
-from maxcode.evaluate.kernelbench import judge, schedule
-from maxcode.evaluate.kernelbench.settings import (
+from maxcode.harness import stats
+from maxcode.kinds import evaluate_task
+from maxcode.kinds.kernelbench import judge, schedule
+from maxcode.kinds.kernelbench.settings import (
     CHUNK_S,
     CHUNK_SPAN_S,
     MIN_PAIRS,
     KernelBenchSettings,
 )
-from maxcode.tasks import load_task
+from maxcode.kinds.load import load_task
 
 REPO = Path(__file__).resolve().parent.parent
 BUNDLED = REPO / "examples" / "kernelbench"

@@ -57,7 +57,7 @@ rm -rf "$work"
 
 def task_flags(task: Path) -> str:
     sys.path.insert(0, str(REPO / "src"))
-    from maxcode.tasks import load_task
+    from maxcode.kinds.load import load_task
 
     return " ".join(load_task(str(task)).compile_flags)
 
@@ -101,8 +101,8 @@ def time_maxcode(task: Path, candidate: Path, repeats: int, home: Path) -> float
 
 
 def time_in_process(task: Path, candidate: Path, repeats: int, home: Path) -> float:
-    from maxcode.evaluate import evaluate_task
-    from maxcode.tasks import load_task
+    from maxcode.kinds import evaluate_task
+    from maxcode.kinds.load import load_task
 
     clear_builds(home)
     os.environ["MAXCODE_HOME"] = str(home)

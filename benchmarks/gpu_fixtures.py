@@ -32,9 +32,9 @@ FIXTURES = REPO / "tests" / "fixtures" / "kernelbench"
 
 
 def _build(problem: str, fixture: str) -> dict[str, Any]:
-    from maxcode.evaluate.kernelbench.evaluator import build_kernelbench
-    from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
-    from maxcode.tasks import load_task
+    from maxcode.kinds.kernelbench.evaluator import build_kernelbench
+    from maxcode.kinds.kernelbench.settings import KernelBenchSettings
+    from maxcode.kinds.load import load_task
 
     task = load_task(str(EXAMPLES / f"{problem}.py"))
     source = (FIXTURES / problem / f"{fixture}.py").read_text()
@@ -62,8 +62,8 @@ def builds(only: list[str]) -> dict[str, Any]:
 
 
 def _evaluate(problem: str, fixture: Path, backend: str) -> dict[str, Any]:
-    from maxcode.evaluate import evaluate_task
-    from maxcode.tasks import load_task
+    from maxcode.kinds import evaluate_task
+    from maxcode.kinds.load import load_task
 
     task = load_task(str(EXAMPLES / f"{problem}.py"))
     started = time.perf_counter()

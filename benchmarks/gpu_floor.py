@@ -53,7 +53,7 @@ def main() -> int:
         print("gpu_floor: no CUDA GPU here", file=sys.stderr)
         return 2
     device = torch.device("cuda", 0)
-    from maxcode.evaluate.kernelbench.worker.timing import Timing
+    from maxcode.kinds.kernelbench.worker.timing import Timing
 
     timing = Timing.__new__(Timing)
     timing.torch, timing.device, timing.cuda, timing.last = torch, device, True, None

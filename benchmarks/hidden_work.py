@@ -24,9 +24,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
 from maxcode.evaluate import Sandbox, evaluate_task  # noqa: E402
-from maxcode.evaluate.kernelbench import judge as judge_module  # noqa: E402
-from maxcode.evaluate.kernelbench.channel import OUTSIDE_PARTS  # noqa: E402
-from maxcode.tasks import load_task  # noqa: E402
+
+from maxcode.kinds.kernelbench import judge as judge_module  # noqa: E402
+from maxcode.kinds.kernelbench.channel import OUTSIDE_PARTS  # noqa: E402
+from maxcode.kinds.load import load_task  # noqa: E402
 
 PARTS = [(clock, part.split()[-1]) for part in OUTSIDE_PARTS for clock in ("host", "cpu")]
 """The order the judge computes the excesses in: per part of the outside span, each clock."""

@@ -20,9 +20,9 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from maxcode.evaluate import evaluate_task
-from maxcode.evaluate.kernelbench import runner
-from maxcode.tasks import load_task
+from maxcode.kinds import evaluate_task
+from maxcode.kinds.kernelbench import runner
+from maxcode.kinds.load import load_task
 
 PLACED = "self._placed(self.make_inputs(seed), seed)"
 UNPLACED = "self.make_inputs(seed)"

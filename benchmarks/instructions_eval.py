@@ -31,7 +31,7 @@ FIXTURES = REPO / "tests" / "fixtures" / "cpp"
 
 def counted(name: str, task: Any, source: str) -> tuple[float, list[float]]:
     """Seconds of one evaluation of ``source``, and its counts."""
-    from maxcode.evaluate import evaluate_task
+    from maxcode.kinds import evaluate_task
 
     started = time.perf_counter()
     feedback = evaluate_task(task, source, metric="instructions")
@@ -52,7 +52,7 @@ def main() -> None:
     cpus = sorted(os.sched_getaffinity(0))
     with tempfile.TemporaryDirectory(prefix="maxcode-bench-home-") as home:
         os.environ["MAXCODE_HOME"] = home
-        from maxcode.tasks import load_task
+        from maxcode.kinds.load import load_task
 
         print(f"{len(cpus)} CPUs")
         print(f"{'task':<24} {'tests':>5} {'one CPU s':>10} {'all CPUs s':>11} {'ratio':>6}")

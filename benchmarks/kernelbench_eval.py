@@ -12,7 +12,7 @@ and warm the caches (not reported) and then ``--trials`` more times:
   ``tests/fixtures/kernelbench/<problem>/<device>.py``.
 
 Per problem it prints the median over the trials of the evaluation's wall time and of each of
-``Feedback.phases`` (see ``maxcode.evaluate.kernelbench.evaluator.PHASES``), the seconds spent
+``Feedback.phases`` (see ``maxcode.kinds.kernelbench.evaluator.PHASES``), the seconds spent
 outside the timed window, the timed calls per side, and the speedups seen (lowest-highest,
 geometric mean, standard deviation of the log in %) with the widest 95% interval.
 ``--compile-baseline`` also times ``torch.compile`` of the reference.
@@ -41,9 +41,10 @@ from pathlib import Path
 from unittest import mock
 
 from maxcode.errors import MaxcodeError
-from maxcode.evaluate import evaluate_task
-from maxcode.evaluate.kernelbench.evaluator import PHASES
-from maxcode.tasks import kernelbench_suite, load_task
+from maxcode.kinds import evaluate_task
+from maxcode.kinds.kernelbench.evaluator import PHASES
+from maxcode.kinds.kernelbench.problem import kernelbench_suite
+from maxcode.kinds.load import load_task
 from maxcode.tasks.model import Task
 from maxcode.types import Feedback
 

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from maxcode.errors import TaskError
-from maxcode.tasks import kernelbench_suite
+from maxcode.kinds.kernelbench.problem import kernelbench_suite
 
 SEED = 42
 """KernelBench's ``set_seed(42)``, before inputs and again before init inputs."""

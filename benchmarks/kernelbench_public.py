@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from maxcode.tasks import kernelbench_suite
+from maxcode.kinds.kernelbench.problem import kernelbench_suite
 
 BAND = (0.95, 1.05)
 """An identical candidate's speedup should fall in here."""

@@ -67,7 +67,7 @@ def _available_kb() -> int:
 
 def one(size: int, rounds: int) -> dict[str, object]:
     """One evaluation in this process (``--one``)."""
-    from maxcode.evaluate import evaluate
+    from maxcode.api import evaluate
 
     least = [_available_kb()]
     done = threading.Event()

@@ -49,7 +49,7 @@ other process would add to the timed calls)."""
 MAKER = r"""
 import importlib.util, os, sys
 import torch
-from maxcode.evaluate.turns import timing_cpu
+from maxcode.harness.turns import timing_cpu
 os.sched_setaffinity(0, set(range(os.cpu_count() or 1)) - {timing_cpu()} or {timing_cpu()})
 torch.set_num_threads(1)
 spec = importlib.util.spec_from_file_location("problem", sys.argv[1])
@@ -67,10 +67,10 @@ while True:
 ONE = r"""
 import copy, importlib.util, json, os, secrets, statistics, sys, time
 import torch
-from maxcode.evaluate.kernelbench.schedule import Stopping, chunk_calls
-from maxcode.evaluate.stats import chunk_pair_speedup
-from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
-from maxcode.evaluate.turns import timing_cpu
+from maxcode.kinds.kernelbench.schedule import Stopping, chunk_calls
+from maxcode.harness.stats import chunk_pair_speedup
+from maxcode.kinds.kernelbench.settings import KernelBenchSettings
+from maxcode.harness.turns import timing_cpu
 
 path, budget, made_how, target = sys.argv[1], float(sys.argv[2]), sys.argv[3], float(sys.argv[4])
 os.sched_setaffinity(0, {timing_cpu()})
@@ -142,7 +142,7 @@ print(json.dumps({"speedup": estimate.speedup, "pairs": estimate.pairs, "calls":
 def worker_heap() -> dict[str, str]:
     """The heap settings the workers run with, taken from the runner (kept freed memory, huge
     pages): the floor must not differ from the workers in them."""
-    from maxcode.evaluate.kernelbench.runner import _environment
+    from maxcode.kinds.kernelbench.runner import _environment
 
     every = _environment(Path("/nonexistent"), Path("/nonexistent"))
     return {key: value for key, value in every.items() if key.startswith(("MALLOC_", "GLIBC_"))}
@@ -182,7 +182,7 @@ def main() -> None:
     parser.add_argument("--target", type=float, help="the interval's half-width that stops")
     parser.add_argument("--inputs", action="append", choices=MADE, help="(repeatable) see MADE")
     options = parser.parse_args()
-    from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
+    from maxcode.kinds.kernelbench.settings import KernelBenchSettings
 
     budgets = options.budget or [KernelBenchSettings().budget_s]
     target = options.target or KernelBenchSettings().stopping().target

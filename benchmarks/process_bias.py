@@ -38,8 +38,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from maxcode.evaluate.kernelbench import runner
-from maxcode.evaluate.kernelbench.worker import layout, timing
+from maxcode.kinds.kernelbench import runner
+from maxcode.kinds.kernelbench.worker import layout, timing
 
 _SETTINGS = (
     "OMP_NUM_THREADS",

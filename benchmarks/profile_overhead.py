@@ -18,8 +18,9 @@ import statistics
 import time
 from pathlib import Path
 
-from maxcode.evaluate import evaluate_task
-from maxcode.tasks import kernelbench_suite, load_task
+from maxcode.kinds import evaluate_task
+from maxcode.kinds.kernelbench.problem import kernelbench_suite
+from maxcode.kinds.load import load_task
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -25,10 +25,10 @@ HOME = Path(tempfile.mkdtemp(prefix="maxcode-ray-bench-"))
 os.environ["MAXCODE_HOME"] = str(HOME)  # before Ray starts: its workers inherit it
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
-from maxcode.evaluate.settings import EvalSettings  # noqa: E402
 from maxcode.executors import EvalJob, Executor, LocalExecutor  # noqa: E402
 from maxcode.executors.ray_executor import RayExecutor  # noqa: E402
-from maxcode.tasks import load_task  # noqa: E402
+from maxcode.harness.settings import EvalSettings  # noqa: E402
+from maxcode.kinds.load import load_task  # noqa: E402
 
 EXAMPLES = REPO / "examples" / "cpp"
 FIXTURES = REPO / "tests" / "fixtures" / "cpp"

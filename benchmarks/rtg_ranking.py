@@ -24,18 +24,18 @@ sys.path.insert(0, str(REPO / "src"))
 os.environ.setdefault("MAXCODE_HOME", tempfile.mkdtemp(prefix="maxcode-rtg-bench-"))
 
 from maxcode.executors import LocalExecutor  # noqa: E402
+from maxcode.kinds.load import load_task  # noqa: E402
 from maxcode.llm import ProviderSettings, ScriptedProvider, rewrite_variants  # noqa: E402
 from maxcode.rtg import (  # noqa: E402
     LightModel,
-    export_rows,
     random_baseline,
     ranking_quality,
     score_groups,
     sibling_groups,
 )
 from maxcode.search import Search, SearchConfig, TemplateCritic, make_method  # noqa: E402
+from maxcode.search.rtg_labels import export_rows  # noqa: E402
 from maxcode.store import RunStore  # noqa: E402
-from maxcode.tasks import load_task  # noqa: E402
 
 EXAMPLES = REPO / "examples" / "cpp"
 FIXTURES = REPO / "tests" / "fixtures" / "cpp"

@@ -52,7 +52,7 @@ def _bare(binary: Path, stdin: Path, out: Path, runs: int, cpu: int) -> float:
 
 
 def _harness(binary: Path, stdin: Path, runs: int, batch: int, cpu: int) -> float:
-    from maxcode.evaluate.sandbox import Run, Sandbox
+    from maxcode.harness.sandbox import Run, Sandbox
 
     sandbox = Sandbox("bwrap")
     plan = [Run(stdin=stdin, argv=(str(binary),)) for _ in range(runs)]
@@ -97,7 +97,7 @@ def main() -> None:
                 _harness(binary, stdin, options.runs, options.batch, cpu)
             )
             seconds["start per run"].append(_harness(binary, stdin, options.runs // 4, 1, cpu))
-    from maxcode.evaluate.sandbox import Run, Sandbox
+    from maxcode.harness.sandbox import Run, Sandbox
 
     (slept,) = Sandbox("bwrap").run_batch(("/bin/sh", "-c", "sleep 0.2"), [Run()], cpu=cpu)
     print(f"sleep 0.2: start-up {slept.startup_s * 1000:.1f} ms, program {slept.wall_s:.3f} s")

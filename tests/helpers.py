@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from maxcode.evaluate.sandbox import scratch_base
+from maxcode.harness.sandbox import scratch_base
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples" / "cpp"

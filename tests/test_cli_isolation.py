@@ -92,7 +92,7 @@ def test_the_command_lines_choices_are_the_configs() -> None:
     import click
 
     from maxcode.cli import main
-    from maxcode.evaluate.sandbox import ISOLATION_CHOICES, Isolation
+    from maxcode.harness.sandbox import ISOLATION_CHOICES, Isolation
     from maxcode.search.config import SearchConfig
 
     # One definition: the levels, "auto" before them, and every place that lists them.

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from maxcode.errors import MaxcodeError
-from maxcode.evaluate.kernelbench import device_note, resolve_device
 from maxcode.kinds import KINDS
+from maxcode.kinds.kernelbench.evaluator import device_note, resolve_device
 from tests.helpers import run_maxcode, write_problem
 
 

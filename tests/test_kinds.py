@@ -13,19 +13,19 @@ from typing import Any
 import pytest
 
 from maxcode.errors import MaxcodeError
-from maxcode.evaluate import evaluate_task
-from maxcode.evaluate.settings import EvalRequest, EvalSettings
-from maxcode.kinds import KINDS, Kind, kind_named, kind_of
+from maxcode.harness.settings import EvalRequest, EvalSettings
+from maxcode.kinds import KINDS, Kind, evaluate_task, kind_named, kind_of
 from maxcode.kinds.base import Occasion
+from maxcode.kinds.load import load_task
 from maxcode.search.critique import TemplateCritic
 from maxcode.search.observation import template_set
 from maxcode.search.tree import Node
-from maxcode.tasks import Task, load_task
+from maxcode.tasks import Task
 from maxcode.tasks.model import TaskKind
 from maxcode.types import Feedback
 
 SOURCE = Path(__file__).resolve().parents[1] / "src" / "maxcode"
-TEMPLATES = SOURCE / "search" / "templates"
+TEMPLATES = SOURCE / "kinds"
 
 
 def kind_branches(source: str) -> list[str]:
@@ -93,7 +93,7 @@ def test_every_kind_implements_the_interface() -> None:
     for name, kind in KINDS.items():
         assert isinstance(kind, Kind) and not inspect.isabstract(type(kind))
         assert kind.name == name and kind_named(name) is kind
-        assert (TEMPLATES / kind.templates / "policy_system.j2").is_file(), name
+        assert (TEMPLATES / kind.templates / "templates" / "policy_system.j2").is_file(), name
         assert kind.metrics and set(kind.metrics) <= metrics, name
         assert kind.title and kind.language and isinstance(kind.extension, str)
     with pytest.raises(MaxcodeError, match="unknown task kind 'fortran'"):

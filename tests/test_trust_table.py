@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from maxcode.evaluate.integrity import RULES, policy_table_markdown
+from maxcode.harness.integrity import RULES, policy_table_markdown
 from tests.helpers import REPO
 
 PAGE = REPO / "docs" / "trust.md"

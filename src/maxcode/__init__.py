@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from maxcode.api import bench, evaluate, load_task, optimize
     from maxcode.errors import MaxcodeError
-    from maxcode.evaluate.settings import EvalRequest, EvalSettings
+    from maxcode.harness.settings import EvalRequest, EvalSettings
     from maxcode.search.api import RunSummary
     from maxcode.search.config import SearchConfig
     from maxcode.tasks import Task
@@ -26,8 +26,8 @@ _WHERE = {
     "load_task": "maxcode.api",
     "optimize": "maxcode.api",
     "MaxcodeError": "maxcode.errors",
-    "EvalRequest": "maxcode.evaluate.settings",
-    "EvalSettings": "maxcode.evaluate.settings",
+    "EvalRequest": "maxcode.harness.settings",
+    "EvalSettings": "maxcode.harness.settings",
     "RunSummary": "maxcode.search.api",
     "SearchConfig": "maxcode.search.config",
     "Task": "maxcode.tasks",

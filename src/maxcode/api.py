@@ -15,13 +15,12 @@ for ``optimize`` and ``bench``); a bad value or an unknown name is the same one-
 
 from __future__ import annotations
 
-import sys
-import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from maxcode.harness.settings import EvalRequest
     from maxcode.search.api import RunSummary
     from maxcode.search.loop import StepReport
     from maxcode.tasks import Task
@@ -31,7 +30,7 @@ if TYPE_CHECKING:
 def load_task(spec: str | Path, *, pie_tests: str | Path | None = None, scale: float = 1.0) -> Task:
     """A task: a task folder (C++ or a project), a KernelBench problem file (its sizes times
     ``scale``), or a PIE row ``FILE.jsonl#N`` (with its tests under ``pie_tests``)."""
-    from maxcode.tasks import load_task as load
+    from maxcode.kinds.load import load_task as load
 
     return load(str(spec), pie_tests, scale)
 
@@ -39,6 +38,7 @@ def load_task(spec: str | Path, *, pie_tests: str | Path | None = None, scale: f
 def evaluate(
     task: str | Path | Task,
     candidate: str | Path,
+    request: EvalRequest | None = None,
     *,
     say: Callable[[str], None] = lambda line: None,
     **settings: Any,
@@ -47,11 +47,52 @@ def evaluate(
 
     ``task``: what ``load_task`` takes, or a loaded task. ``candidate``: a ``Path`` or a string
     naming a file (a folder, a diff or a bundle for a project), or the program's source as a
-    string (any string with a line break). ``settings``: ``maxcode eval``'s options
-    (``metric``, ``device``, ``repeats``, ``precision``, ``isolation``, ...)."""
-    from maxcode.evaluate import evaluate as judge
+    string (any string with a line break). ``request``: ``EvalRequest``'s defaults when None;
+    ``settings``: ``maxcode eval``'s options by name (``metric``, ``device``, ``repeats``,
+    ``precision``, ``isolation``, ...), over ``request``. ``device`` ``auto``: a GPU for a
+    KernelBench task when PyTorch sees one, else the CPU (``say`` is told which once the
+    candidate is judged).
 
-    return judge(task, candidate, say=say, **settings)
+    ``isolation`` outside ``SAFE_LEVELS`` (what ``auto`` falls back to without bubblewrap and
+    namespaces) is refused with ``UnsafeIsolation`` unless ``unsafe_isolation`` accepts it.
+    The number is reported: C++ timed to ``precision`` (``EVAL_PRECISION`` unless given),
+    KernelBench in its reported rounds (exactly ``rounds`` when given)."""
+    from maxcode.harness.sandbox import Sandbox
+    from maxcode.harness.settings import EVAL_PRECISION, EvalRequest, with_overrides
+    from maxcode.kinds import kind_of
+    from maxcode.kinds.base import Occasion
+    from maxcode.kinds.load import load_task as load
+    from maxcode.tasks import Task
+
+    chosen: EvalRequest = with_overrides(EvalRequest, request, settings)
+    # The sandbox first: a refused level is the user's to fix before anything is loaded.
+    sandbox = Sandbox(chosen.isolation, unsafe_ok=chosen.unsafe_isolation)
+    loaded = task if isinstance(task, Task) else load(str(task), chosen.pie_tests, chosen.scale)
+    kind = kind_of(loaded)
+    prepared = kind.prepare(loaded.name, chosen)
+    if isinstance(candidate, str) and "\n" in candidate:
+        source = candidate
+    else:
+        source = kind.read_candidate(loaded, Path(candidate))
+    if prepared.device == "cuda" and not chosen.compile_only:
+        # Built first, on every CPU and without the GPU's turn: an evaluation holds the GPU
+        # from its workers' start, and a build of torch's headers takes a minute.
+        failed = kind.prebuild(loaded, source, prepared, sandbox)
+        if failed is not None:
+            return failed
+    precision = EVAL_PRECISION if chosen.precision is None else chosen.precision
+    occasion = Occasion(
+        sandbox,
+        reported=True,
+        rounds=chosen.rounds,
+        compile_only=chosen.compile_only,
+        precision=precision,
+    )
+    feedback = kind.evaluate(loaded, source, prepared, occasion)
+    note = kind.device_note(prepared.device) if chosen.device == "auto" else None
+    if note:
+        say(note)
+    return feedback
 
 
 def optimize(
@@ -102,7 +143,9 @@ def bench(
     """``maxcode bench``: run each of ``methods`` (``cuda-llm``, ``best-of-n+maxcode``, ...) on
     each task (suite folders and PIE files expand to their tasks) with the same budget, and
     return the comparison as ``maxcode bench --json`` prints it."""
-    from maxcode.bench import bench_json, expand_suite, new_bench, run_bench
+    from maxcode.search.bench.run import new_bench, run_bench
+    from maxcode.search.bench.suite import expand_suite
+    from maxcode.search.bench.table import bench_json
     from maxcode.store import open_store
 
     runs = open_store(store)
@@ -111,17 +154,3 @@ def bench(
     )
     run_bench(runs, bench_id, base_url=settings.get("base_url"))
     return bench_json(runs, bench_id)
-
-
-def answer_calls(package: str, function: str) -> None:
-    """Make the package ``package`` (``maxcode.evaluate``, ``maxcode.bench``) callable as this
-    module's ``function``. Python sets a subpackage as an attribute of its parent once it is
-    imported, so ``maxcode.evaluate`` is the package as soon as anything imports it: the
-    package itself then answers ``maxcode.evaluate(task, candidate)``."""
-    api = sys.modules[__name__]
-
-    class _CallablePackage(types.ModuleType):
-        def __call__(self, *args: Any, **kwargs: Any) -> Any:
-            return getattr(api, function)(*args, **kwargs)
-
-    sys.modules[package].__class__ = _CallablePackage

@@ -19,7 +19,7 @@ import click
 
 from maxcode import __version__, console
 from maxcode.errors import MaxcodeError
-from maxcode.evaluate.settings import EvalRequest
+from maxcode.harness.settings import EvalRequest
 from maxcode.options import given, setting_options, typed, with_options
 from maxcode.search.config import METHODS as METHOD_NAMES
 from maxcode.search.config import SearchConfig
@@ -37,7 +37,7 @@ class _Commands(click.Group):
 
     lazy: ClassVar[dict[str, tuple[str, str]]] = {
         "llm": ("maxcode.llm.cli", "llm_group"),
-        "init": ("maxcode.tasks.init_project", "init_command"),
+        "init": ("maxcode.kinds.project.init", "init_command"),
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -90,7 +90,7 @@ def eval_command(
     ctx: click.Context, task: str, candidate: Path, as_json: bool, **settings: Any
 ) -> None:
     """Check CANDIDATE against TASK's reference and measure its speedup."""
-    from maxcode.evaluate import evaluate
+    from maxcode.api import evaluate
 
     named = given(ctx)
     chosen = {name: value for name, value in settings.items() if name in named}
@@ -206,7 +206,7 @@ def optimize_command(
     **flags: Any,
 ) -> None:
     """Search for a faster version of TASK's program."""
-    from maxcode.evaluate import check_timing_settings
+    from maxcode.kinds import check_timing_settings
     from maxcode.search.api import new_run, run_search
     from maxcode.search.config import make_config
     from maxcode.store import open_store
@@ -315,14 +315,9 @@ def bench_command(
     **flags: Any,
 ) -> None:
     """Run each --method on each task of TASKS with the same budget and compare them."""
-    from maxcode.bench import (
-        bench_json,
-        bench_table,
-        bench_void,
-        expand_suite,
-        new_bench,
-        run_bench,
-    )
+    from maxcode.search.bench.run import new_bench, run_bench
+    from maxcode.search.bench.suite import expand_suite
+    from maxcode.search.bench.table import bench_json, bench_table, bench_void
     from maxcode.store import open_store
 
     store = open_store(store_path)
@@ -409,7 +404,8 @@ def rtg_export_command(
     run_ids: tuple[str, ...], gamma: float, output: Path, store_path: Path | None
 ) -> None:
     """One row per evaluated node of RUN_IDS, labelled with its reward-to-go."""
-    from maxcode.rtg import export_rows, write_jsonl
+    from maxcode.rtg import write_jsonl
+    from maxcode.search.rtg_labels import export_rows
     from maxcode.store import open_store
 
     rows = export_rows(open_store(store_path), list(run_ids), gamma)

@@ -153,7 +153,7 @@ def _user_namespaces() -> tuple[bool | None, str]:
 
 def probe_isolation() -> IsolationReport:
     """The level ``auto`` picks on this machine, with the reasons."""
-    from maxcode.evaluate.sandbox import SAFE_LEVELS, _probe
+    from maxcode.harness.sandbox import SAFE_LEVELS, _probe
 
     reasons: list[str] = []
     root = os.geteuid() == 0

@@ -277,7 +277,7 @@ class Feedback(_Record):
     error: ErrorInfo | None = None
     """Null when correct; otherwise the first problem found."""
     flags: list[str] = []
-    """Integrity findings, ``"category: message"`` (``maxcode.evaluate.integrity`` says which
+    """Integrity findings, ``"category: message"`` (``maxcode.harness.integrity`` says which
     categories void the reward and which only warn); empty when none."""
     suspect: str | None = None
     """The void finding that took the reward: the measurement cannot be trusted (speedup 0,
@@ -306,7 +306,7 @@ class Feedback(_Record):
     """Timed runs per test and program (wall metric; warm-up excluded)."""
     rounds: int = 0
     """KernelBench: timing windows combined, each with a fresh pair of worker processes
-    (``maxcode.evaluate.kernelbench.rounds``); 0 elsewhere (a C++ round is one of
+    (``maxcode.kinds.kernelbench.rounds``); 0 elsewhere (a C++ round is one of
     ``repeats``)."""
     per_round: list[RoundSpeedup] = []
     """KernelBench: each round's own speedup and interval, in the order run (a round set aside

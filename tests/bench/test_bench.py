@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from maxcode.bench import bench_table, expand_suite
 from maxcode.errors import TaskError
+from maxcode.search.bench.suite import expand_suite
+from maxcode.search.bench.table import bench_table
 from maxcode.store import RunStore
 from maxcode.types import Feedback
 from tests.helpers import EXAMPLES, FIXTURES, render_headless, run_maxcode, write_task

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from maxcode.bench import bench_table
+from maxcode.search.bench.table import bench_table
 from maxcode.search.results import confirms, run_result
 from tests.helpers import ECHO_SUM, run_maxcode, write_task
 from tests.llm.fake_llm_server import FakeLLMServer, Step

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from maxcode.evaluate import compare_output
+from maxcode.harness.compare import compare_output
 from maxcode.tasks.model import FLOAT_ABS_TOL, FLOAT_REL_TOL
 
 

@@ -15,14 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from maxcode.evaluate import Sandbox, evaluate_cpp
-from maxcode.evaluate.build import BINARY_NAME, build_cpp
-from maxcode.evaluate.cpp import _install, _Programs, _Runner
-from maxcode.evaluate.integrity import Verdict
-from maxcode.evaluate.runs import CPU_SLACK
-from maxcode.evaluate.sandbox import SandboxResult, UnsafeIsolation
-from maxcode.evaluate.turns import timing_cpu
-from maxcode.tasks import load_task
+from maxcode.harness.build import BINARY_NAME, build_cpp
+from maxcode.harness.integrity import Verdict
+from maxcode.harness.runs import CPU_SLACK
+from maxcode.harness.sandbox import Sandbox, SandboxResult, UnsafeIsolation
+from maxcode.harness.turns import timing_cpu
+from maxcode.kinds.cpp.evaluate_cpp import _install, _Programs, _Runner, evaluate_cpp
+from maxcode.kinds.load import load_task
 from maxcode.types import Feedback
 from tests.helpers import EXAMPLES, FIXTURES, write_task
 

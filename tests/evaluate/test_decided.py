@@ -9,21 +9,22 @@ from pathlib import Path
 
 import pytest
 
-from maxcode.evaluate import cpp, evaluate_task
-from maxcode.evaluate.cpp import (
+from maxcode.harness.stats import SpeedupInterval
+from maxcode.harness.turns import REPORTED, WALL_BUDGET_S
+from maxcode.kinds import evaluate_task
+from maxcode.kinds.cpp import evaluate_cpp as cpp
+from maxcode.kinds.cpp.evaluate_cpp import (
     WALL_MAX_ROUNDS,
     WALL_MIN_ROUNDS,
     WALL_PRECISION,
     _rounds_still_needed,
     _Stop,
 )
-from maxcode.evaluate.kernelbench.schedule import Stopping
-from maxcode.evaluate.stats import SpeedupInterval
-from maxcode.evaluate.turns import REPORTED, WALL_BUDGET_S
+from maxcode.kinds.kernelbench.schedule import Stopping
+from maxcode.kinds.load import load_task
 from maxcode.search.config import SearchConfig
 from maxcode.search.methods import make_method
 from maxcode.search.tree import Node
-from maxcode.tasks import load_task
 from maxcode.types import Feedback
 from tests.helpers import ECHO_SUM, run_maxcode, write_task
 

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from maxcode.evaluate import Sandbox, build_cpp, evaluate_cpp
-from maxcode.tasks import load_task
+from maxcode.harness.build import build_cpp
+from maxcode.harness.sandbox import Sandbox
+from maxcode.kinds.cpp.evaluate_cpp import evaluate_cpp
+from maxcode.kinds.load import load_task
 from tests.helpers import ECHO_SUM, eval_json, processes_of_this_test, run_maxcode, write_task
 
 KEYS = {

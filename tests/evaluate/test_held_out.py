@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from maxcode.errors import TaskError
-from maxcode.evaluate import evaluate_task
+from maxcode.kinds import evaluate_task
+from maxcode.kinds.load import load_task
 from maxcode.search.observation import describe_feedback
-from maxcode.tasks import load_task
 from tests.helpers import ECHO_SUM, write_task
 
 PAIRS = [(3 * n + 1, 7 * n + 2) for n in range(10)]

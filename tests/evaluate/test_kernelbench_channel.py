@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from maxcode.evaluate.kernelbench.channel import Conversation
-from maxcode.evaluate.kernelbench.outputs import Comparison
-from maxcode.evaluate.kernelbench.schedule import (
+from maxcode.kinds.kernelbench.channel import Conversation
+from maxcode.kinds.kernelbench.outputs import Comparison
+from maxcode.kinds.kernelbench.schedule import (
     Schedule,
     Stopping,
     TimedPlan,
 )
-from maxcode.evaluate.kernelbench.shared import SEALS
-from maxcode.evaluate.kernelbench.worker.protocol import Phase, Side
+from maxcode.kinds.kernelbench.shared import SEALS
+from maxcode.kinds.kernelbench.worker.protocol import Phase, Side
 
 LATE_S = 0.03
 """How long the scripted reference holds its first two identity chunks between their markers."""
@@ -200,10 +200,10 @@ def test_on_a_gpu_the_reward_is_the_parent_s_clock_not_the_claims() -> None:
     # what the reward counts. Here both sides spend the same 5 ms a chunk; the candidate
     # claims half the reference's time per call.
     torch = pytest.importorskip("torch")
-    from maxcode.evaluate.kernelbench.judge import Judge
-    from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
-    from maxcode.evaluate.sandbox import Sandbox
-    from maxcode.tasks import load_task
+    from maxcode.harness.sandbox import Sandbox
+    from maxcode.kinds.kernelbench.judge import Judge
+    from maxcode.kinds.kernelbench.settings import KernelBenchSettings
+    from maxcode.kinds.load import load_task
     from tests.helpers import REPO
 
     schedule = Schedule(TimedPlan(), Stopping(trials=16))

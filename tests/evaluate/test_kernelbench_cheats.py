@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from maxcode.errors import MaxcodeError
-from maxcode.evaluate import Sandbox, evaluate_task
-from maxcode.tasks import load_task
+from maxcode.harness.sandbox import Sandbox
+from maxcode.kinds import evaluate_task
+from maxcode.kinds.load import load_task
 from maxcode.types import Feedback
 from tests.helpers import REPO
 
@@ -115,8 +116,8 @@ def test_no_host_evidence_no_reward(fixture: str, isolation: str) -> None:
 def test_the_spec_file_holds_no_seed_of_a_checked_or_timed_input(tmp_path: Path) -> None:
     """What a worker can read before its model is built: problem, candidate, the weights' seed
     and the warm-up seeds, each drawn on its own."""
-    from maxcode.evaluate.kernelbench.runner import Job
-    from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
+    from maxcode.kinds.kernelbench.runner import Job
+    from maxcode.kinds.kernelbench.settings import KernelBenchSettings
 
     task = load_task(str(PROBLEM))
     job = Job.write(task, "class ModelNew: pass\n")

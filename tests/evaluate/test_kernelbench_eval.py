@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from maxcode.evaluate import evaluate_task
-from maxcode.evaluate.integrity import void_findings
-from maxcode.evaluate.kernelbench.schedule import Schedule
-from maxcode.evaluate.turns import timing_cpu
-from maxcode.tasks import load_task
+from maxcode.harness.integrity import void_findings
+from maxcode.harness.turns import timing_cpu
+from maxcode.kinds import evaluate_task
+from maxcode.kinds.kernelbench.schedule import Schedule
+from maxcode.kinds.load import load_task
 from maxcode.types import Feedback
 from tests.helpers import (
     REPO,
@@ -67,7 +67,7 @@ class Judged:
 def honest(tmp_path_factory: pytest.TempPathFactory) -> Judged:
     """``honest.py`` judged once with the defaults (no profile), read by the tests that check
     different parts of the same verdict: its timing, its roofline, its lack of profiles."""
-    from maxcode.evaluate.kernelbench import evaluator
+    from maxcode.kinds.kernelbench import evaluator
 
     schedules: list[Schedule] = []
 
@@ -171,7 +171,7 @@ def test_the_compile_baseline_is_measured_once_per_task(
     """torch.compile of the reference is the reference's alone: a task's first clean round
     times it, later evaluations show the kept timing and their own speedup over it, and their
     reference runs no compiled calls."""
-    from maxcode.evaluate.kernelbench import evaluator
+    from maxcode.kinds.kernelbench import evaluator
 
     make_hermetic(monkeypatch, tmp_path / "home")
     schedules: list[Schedule] = []
@@ -323,8 +323,8 @@ def test_a_parent_late_to_stamp_the_markers_voids_no_honest_clock(
     (``timing:``). Here every timed chunk's end marker is stamped 5 ms late, against calls of
     about 0.2 ms: the worker's CPU clock, which stands still while it waits for the answer,
     still tells an honest clock from a lying one."""
-    from maxcode.evaluate.kernelbench import channel
-    from maxcode.evaluate.kernelbench.evidence import End
+    from maxcode.kinds.kernelbench import channel
+    from maxcode.kinds.kernelbench.evidence import End
 
     handle = channel.Conversation._handle
 
@@ -676,8 +676,8 @@ def test_on_a_cpu_the_speed_of_light_is_reported_not_enforced() -> None:
 
 
 def test_a_claim_past_the_memory_floor_is_flagged_and_capped_on_cuda() -> None:
-    from maxcode.evaluate.integrity import Verdict
-    from maxcode.evaluate.kernelbench.roofline import ROOFLINE_SLACK, cap_at_light
+    from maxcode.harness.integrity import Verdict
+    from maxcode.kinds.kernelbench.roofline import ROOFLINE_SLACK, cap_at_light
     from maxcode.types import Roofline
 
     verdict = Verdict(task="problem", metric="wall", isolation="bwrap", digest="", tests_total=3)

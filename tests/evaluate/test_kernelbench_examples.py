@@ -20,9 +20,11 @@ from typing import Any
 
 import pytest
 
-from maxcode.evaluate import evaluate_task, ncu, prebuild_task
-from maxcode.evaluate.integrity import void_findings
-from maxcode.tasks import kernelbench_suite, load_task
+from maxcode.harness.integrity import void_findings
+from maxcode.kinds import evaluate_task, prebuild_task
+from maxcode.kinds.kernelbench import ncu
+from maxcode.kinds.kernelbench.problem import kernelbench_suite
+from maxcode.kinds.load import load_task
 from maxcode.types import Feedback
 from tests.helpers import REPO
 
@@ -150,8 +152,8 @@ def test_the_profile_of_an_extension_shows_its_own_code_and_the_critic_reads_it(
     """On a CPU the profiler records PyTorch's operators only; the extension's own function,
     where an honest kernel spends its time, is the profile's ``OWN_CODE`` entry, not a share
     of the output it allocates (which the critic would then advise writing as a kernel)."""
-    from maxcode.evaluate.kernelbench.worker.probes import OWN_CODE
     from maxcode.kinds import kind_named
+    from maxcode.kinds.kernelbench.worker.probes import OWN_CODE
 
     again: Feedback = cpu_results["again"]  # type: ignore[assignment]
     assert again.correct
@@ -216,7 +218,7 @@ def test_a_candidate_that_skips_an_input_is_capped_at_the_speed_of_light() -> No
     large because a timed call costs at least ~40 us on the H100 tried, the device-wide sync
     included: with 128 MiB the floor was 47 us, the candidate measured 43 us, within the
     slack.)"""
-    from maxcode.evaluate.kernelbench import ROOFLINE_SLACK
+    from maxcode.kinds.kernelbench.roofline import ROOFLINE_SLACK
 
     cheats = FIXTURES / "cheats"
     task = load_task(str(cheats / "skip_problem.py"))
@@ -317,7 +319,7 @@ def test_the_cuda_kernels_compile_without_a_gpu(problem: str) -> None:
 
 
 def test_only_cuda_sources_that_name_nothing_of_torch_are_built_without_its_headers() -> None:
-    from maxcode.evaluate.kernelbench.worker import build
+    from maxcode.kinds.kernelbench.worker import build
 
     kernel = "__global__ void twice(float* x, int n) { x[0] *= 2.0f; }"
     assert build.light_headers([kernel, "void launch(float* x, cudaStream_t s);"])
@@ -394,7 +396,7 @@ def test_load_inline_is_given_light_headers_only_where_they_can_do(
     imported), against a stand-in for torch's that records its calls and fails where asked."""
     import torch.utils.cpp_extension as extension
 
-    from maxcode.evaluate.kernelbench.worker import build
+    from maxcode.kinds.kernelbench.worker import build
 
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     failing = {"light": False}

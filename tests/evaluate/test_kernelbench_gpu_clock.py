@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from maxcode.evaluate import evaluate_task
-from maxcode.tasks import load_task
+from maxcode.kinds import evaluate_task
+from maxcode.kinds.load import load_task
 from maxcode.types import Feedback
 from tests.helpers import REPO
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from maxcode.evaluate import evaluate_task
-from maxcode.evaluate.kernelbench import channel, runner, shared
-from maxcode.tasks import load_task
+from maxcode.kinds import evaluate_task
+from maxcode.kinds.kernelbench import channel, runner, shared
+from maxcode.kinds.load import load_task
 from maxcode.types import Feedback
 from tests.helpers import REPO
 

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from maxcode.evaluate import evaluate_task
-from maxcode.evaluate.integrity import consequence_of
-from maxcode.evaluate.kernelbench import rounds
-from maxcode.evaluate.kernelbench.rounds import (
+from maxcode.harness.integrity import consequence_of
+from maxcode.harness.stats import Z975
+from maxcode.kinds import evaluate_task
+from maxcode.kinds.kernelbench import rounds
+from maxcode.kinds.kernelbench.rounds import (
     MOST_ROUNDS,
     REPORTED_ROUNDS,
     Tally,
@@ -19,8 +20,7 @@ from maxcode.evaluate.kernelbench.rounds import (
     scattered,
     set_aside,
 )
-from maxcode.evaluate.stats import Z975
-from maxcode.tasks import load_task
+from maxcode.kinds.load import load_task
 from maxcode.types import Feedback, TimingStats
 from tests.helpers import REPO, run_maxcode
 
@@ -162,8 +162,8 @@ def test_a_round_set_aside_takes_no_first_round_measurement_with_it(
     """The first round measures what later ones skip (the ``torch.compile`` baseline, the
     profiles); a void round held and then set aside must not take them away with it (the
     contract test once lost ``timings.compile`` that way)."""
-    from maxcode.evaluate.kernelbench import evaluator
-    from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
+    from maxcode.kinds.kernelbench import evaluator
+    from maxcode.kinds.kernelbench.settings import KernelBenchSettings
 
     results = iter([void(HIDDEN), measured(1.0, (0.98, 1.02)), measured(1.0, (0.98, 1.02))])
     asked: list[bool] = []

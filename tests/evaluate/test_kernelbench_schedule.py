@@ -6,13 +6,13 @@ from __future__ import annotations
 import threading
 import time
 
-from maxcode.evaluate.kernelbench.schedule import (
+from maxcode.kinds.kernelbench.schedule import (
     Schedule,
     Stopping,
     TimedPlan,
     chunk_calls,
 )
-from maxcode.evaluate.kernelbench.worker.protocol import Phase, Side
+from maxcode.kinds.kernelbench.worker.protocol import Phase, Side
 
 
 def test_fixed_trials_are_exactly_that_many_calls() -> None:
@@ -170,7 +170,7 @@ def test_each_chunk_pads_its_buffers_by_a_draw_both_sides_make_alike() -> None:
     ``chunk_pad_bytes``): both sides are sent the same seeds for a chunk, so they pad it alike,
     by whole pages below ``CHUNK_PAD_BYTES`` (which the reserve holds on top of a chunk), and
     the pads differ from chunk to chunk."""
-    from maxcode.evaluate.kernelbench.worker.timing import CHUNK_PAD_BYTES, PAGE, chunk_pad_bytes
+    from maxcode.kinds.kernelbench.worker.timing import CHUNK_PAD_BYTES, PAGE, chunk_pad_bytes
 
     plan = TimedPlan()
     plan.chunks += [4] * 400

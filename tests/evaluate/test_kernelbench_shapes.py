@@ -9,10 +9,10 @@ import json
 import pytest
 
 from maxcode.errors import TaskError
-from maxcode.evaluate import evaluate_task
-from maxcode.evaluate.integrity import category_of, consequence_of, void_findings
-from maxcode.tasks import load_task
-from maxcode.tasks.kernelbench import rescaled
+from maxcode.harness.integrity import category_of, consequence_of, void_findings
+from maxcode.kinds import evaluate_task
+from maxcode.kinds.kernelbench.problem import rescaled
+from maxcode.kinds.load import load_task
 from tests.helpers import REPO, run_maxcode
 
 pytest.importorskip("torch")

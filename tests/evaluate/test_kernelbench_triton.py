@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from maxcode.errors import MaxcodeError
-from maxcode.evaluate import evaluate_task
-from maxcode.evaluate.integrity import category_of
-from maxcode.evaluate.kernelbench.backends import check_backend, launch_findings
-from maxcode.evaluate.kernelbench.evidence import WorkerReport
+from maxcode.harness.integrity import category_of
+from maxcode.kinds import evaluate_task
+from maxcode.kinds.kernelbench.backends import check_backend, launch_findings
+from maxcode.kinds.kernelbench.evidence import WorkerReport
+from maxcode.kinds.load import load_task
 from maxcode.search.observation import render
 from maxcode.store import RunStore
-from maxcode.tasks import load_task
 from maxcode.types import Feedback
 from tests.helpers import REPO, run_maxcode, run_optimize
 from tests.llm.fake_llm_server import FakeLLMServer, Step

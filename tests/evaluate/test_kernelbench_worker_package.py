@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from maxcode.evaluate.kernelbench.runner import Job, worker_sources
-from maxcode.evaluate.kernelbench.worker.protocol import Phase, Side, WorkerSpec
-from maxcode.tasks import load_task
+from maxcode.kinds.kernelbench.runner import Job, worker_sources
+from maxcode.kinds.kernelbench.worker.protocol import Phase, Side, WorkerSpec
+from maxcode.kinds.load import load_task
 from tests.helpers import REPO
 
 PROBLEM = REPO / "examples" / "kernelbench" / "1_ScaledGELU.py"

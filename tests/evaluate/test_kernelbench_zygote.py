@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from maxcode.evaluate.kernelbench import zygote
+from maxcode.kinds.kernelbench import zygote
 from tests.evaluate.test_kernelbench_eval import CHEATS, judge, model_new
 from tests.helpers import REPO, processes_of_this_test, processes_with, write_problem
 
@@ -43,7 +43,7 @@ def test_each_pair_of_zygotes_serves_at_most_its_rounds(
     """A pair's draw (its layout, the pages its imports landed on) is shared by its forks: an
     evaluation of more rounds than ``ROUNDS_PER_PAIR`` starts a fresh pair for each that many,
     and closes each before the next starts."""
-    from maxcode.evaluate.kernelbench import evaluator
+    from maxcode.kinds.kernelbench import evaluator
 
     started: list[zygote.Zygotes] = []
     start = zygote.Zygotes.start
@@ -66,7 +66,7 @@ def test_each_pair_of_zygotes_serves_at_most_its_rounds(
 def test_a_pairs_wall_limit_covers_the_rounds_it_serves_and_no_more() -> None:
     """A pair serves at most ``ROUNDS_PER_PAIR`` rounds however many the evaluation may run,
     so its zygotes may not live for the whole evaluation's cap."""
-    from maxcode.evaluate.kernelbench.settings import KernelBenchSettings
+    from maxcode.kinds.kernelbench.settings import KernelBenchSettings
 
     def rounds_covered(settings: KernelBenchSettings) -> float:
         per_round = 2 * 10.0 + settings.budget_s

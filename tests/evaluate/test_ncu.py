@@ -2,7 +2,7 @@
 
 ``torch_randn_mul_sum.csv`` is real ``ncu --csv`` output, captured on an H100 (ncu 2025.3.1)
 profiling ``torch.randn(1 << 22, device="cuda")``, ``* 2`` and ``.sum()`` with the metric set
-of ``maxcode.evaluate.ncu.METRICS``; the end-to-end run under ncu is a ``gpu`` test in
+of ``maxcode.kinds.kernelbench.ncu.METRICS``; the end-to-end run under ncu is a ``gpu`` test in
 ``test_kernelbench_examples.py``.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from maxcode.evaluate import ncu
+from maxcode.kinds.kernelbench import ncu
 from tests.helpers import REPO
 
 CAPTURED = REPO / "tests" / "fixtures" / "ncu" / "torch_randn_mul_sum.csv"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from maxcode.evaluate import evaluate_task
-from maxcode.evaluate.profile import cpp_profile, parse_callgrind
+from maxcode.harness.profile import cpp_profile, parse_callgrind
+from maxcode.kinds import evaluate_task
+from maxcode.kinds.load import load_task
 from maxcode.search.observation import describe_feedback
-from maxcode.tasks import load_task
 from tests.conftest import requires_tool
 from tests.helpers import EXAMPLES, FIXTURES, run_maxcode
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from maxcode.evaluate.sandbox import (
+from maxcode.harness.sandbox import (
     RUNS_PER_START,
     Limits,
     Run,

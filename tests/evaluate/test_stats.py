@@ -1,4 +1,4 @@
-"""The paired estimators (maxcode.evaluate.stats): the median-ratio interval of paired rounds,
+"""The paired estimators (maxcode.harness.stats): the median-ratio interval of paired rounds,
 and KernelBench's trimmed estimate of paired chunks; pure arithmetic, no timing."""
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ import random
 
 import pytest
 
-from maxcode.evaluate.kernelbench.settings import OUTSIDE_BIAS, TARGET
-from maxcode.evaluate.stats import (
+from maxcode.harness.stats import (
     Z975,
     chunk_pair_speedup,
     exact,
@@ -19,6 +18,7 @@ from maxcode.evaluate.stats import (
     ratio_interval,
     t_quantile,
 )
+from maxcode.kinds.kernelbench.settings import OUTSIDE_BIAS, TARGET
 
 
 @pytest.mark.parametrize(

@@ -18,19 +18,19 @@ from pathlib import Path
 import pytest
 
 from maxcode.errors import MaxcodeError
-from maxcode.evaluate import turns
-from maxcode.evaluate.cpp import evaluate_cpp
-from maxcode.evaluate.kernelbench.runner import device_turn
-from maxcode.evaluate.turns import timing_cpu
-from maxcode.tasks import load_task
+from maxcode.harness import turns
+from maxcode.harness.turns import timing_cpu
+from maxcode.kinds.cpp.evaluate_cpp import evaluate_cpp
+from maxcode.kinds.kernelbench.runner import device_turn
+from maxcode.kinds.load import load_task
 from maxcode.types import Feedback
 from tests.helpers import ECHO_SUM, write_problem, write_task
 
 HOLDER = """
 import sys
 from pathlib import Path
-from maxcode.evaluate import turns
-from maxcode.evaluate.kernelbench.runner import device_turn
+from maxcode.harness import turns
+from maxcode.kinds.kernelbench.runner import device_turn
 turns.TURNS = Path(sys.argv[1])
 with device_turn("cuda") if sys.argv[2] == "gpu" else turns.cpu_turn(int(sys.argv[2])):
     print("held", flush=True)

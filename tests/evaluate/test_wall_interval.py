@@ -9,17 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from maxcode.evaluate import cpp, evaluate_cpp
-from maxcode.evaluate.cpp import (
+from maxcode.harness.stats import SpeedupInterval
+from maxcode.harness.turns import REPORTED, WALL_BUDGET_S
+from maxcode.kinds.cpp import evaluate_cpp as cpp
+from maxcode.kinds.cpp.evaluate_cpp import (
     WALL_MAX_ROUNDS,
     WALL_MIN_BATCH,
     WALL_MIN_ROUNDS,
     _rounds_still_needed,
     _Stop,
+    evaluate_cpp,
 )
-from maxcode.evaluate.stats import SpeedupInterval
-from maxcode.evaluate.turns import REPORTED, WALL_BUDGET_S
-from maxcode.tasks import load_task
+from maxcode.kinds.load import load_task
 from tests.helpers import ECHO_SUM, write_task
 
 
@@ -65,7 +66,8 @@ def test_maxcode_eval_times_its_number_as_reported_and_a_screen_does_not(
 ) -> None:
     """``maxcode eval`` reports its number (a C++ task here; KernelBench gets the same flag
     with its rounds); a caller of ``evaluate_task`` (a search's screen) does not by default."""
-    import maxcode.evaluate as evaluation
+    import maxcode.api
+    import maxcode.kinds
 
     seen: list[bool] = []
     real = cpp._rounds_still_needed
@@ -78,10 +80,10 @@ def test_maxcode_eval_times_its_number_as_reported_and_a_screen_does_not(
     folder = write_task(tmp_path / "t")
     candidate = tmp_path / "candidate.cpp"
     candidate.write_text(ECHO_SUM)
-    assert evaluation.evaluate(str(folder), candidate).correct
+    assert maxcode.api.evaluate(str(folder), candidate).correct
     assert seen and all(seen)
     seen.clear()
-    assert evaluation.evaluate_task(load_task(str(folder)), ECHO_SUM).correct
+    assert maxcode.kinds.evaluate_task(load_task(str(folder)), ECHO_SUM).correct
     assert seen and not any(seen)
 
 

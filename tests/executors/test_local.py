@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from maxcode.evaluate.settings import EvalSettings
 from maxcode.executors import EvalJob, LocalExecutor
-from maxcode.tasks import load_task
+from maxcode.harness.settings import EvalSettings
+from maxcode.kinds.load import load_task
 from tests.helpers import ECHO_SUM, write_task
 
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from maxcode.evaluate.settings import EvalSettings
 from maxcode.executors import EvalJob, LocalExecutor
-from maxcode.tasks import load_task
+from maxcode.harness.settings import EvalSettings
+from maxcode.kinds.load import load_task
 from maxcode.types import Feedback
 from tests.helpers import ECHO_SUM, make_hermetic, write_task
 

@@ -15,6 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from maxcode.kinds.cpp.rewrites import (
+    const_reference_params,
+    endl_to_newline,
+    fast_io,
+    mask,
+    reserve_vectors,
+    unordered_maps,
+)
 from maxcode.llm import (
     NO_MODEL_MESSAGE,
     Completion,
@@ -24,14 +32,6 @@ from maxcode.llm import (
     extract_code,
     resolve_model,
     rewrite_variants,
-)
-from maxcode.llm._cpp_rules import (
-    const_reference_params,
-    endl_to_newline,
-    fast_io,
-    mask,
-    reserve_vectors,
-    unordered_maps,
 )
 
 CPP_PROGRAM = r"""#include <iostream>

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from maxcode.llm.edits import apply_unified_diff, extract_project
-from maxcode.tasks import load_task
-from maxcode.tasks.project import parse_bundle, render_bundle
+from maxcode.kinds.load import load_task
+from maxcode.kinds.project.edits import apply_unified_diff, extract_project
+from maxcode.kinds.project.spec import parse_bundle, render_bundle
 
 REPO = Path(__file__).resolve().parents[2]
 TASK = load_task(str(REPO / "examples" / "project" / "slowpkg"))

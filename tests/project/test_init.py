@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from maxcode.tasks import load_task
+from maxcode.kinds.load import load_task
 from tests.helpers import run_maxcode
 
 PYTHON = Path(__file__).resolve().parents[2] / "examples" / "project" / "slowpkg"

@@ -89,9 +89,9 @@ def test_a_screen_stops_timing_once_the_candidate_is_surely_below_the_bar(
     """A search's screen times a project's bench until the candidate cannot be the best (its
     interval wholly below the bar, from six rounds on), not all ``repeats``; without a bar,
     or with a bar it is not below, every round is timed."""
-    from maxcode.evaluate import evaluate_task
-    from maxcode.evaluate.project import load_candidate
-    from maxcode.tasks import load_task
+    from maxcode.kinds import evaluate_task
+    from maxcode.kinds.load import load_task
+    from maxcode.kinds.project.evaluate_project import load_candidate
 
     project = tmp_path / "sleepy"
     project.mkdir()

@@ -15,13 +15,13 @@ from maxcode.llm import ScriptedProvider
 from maxcode.rtg import (
     GenerativeModel,
     LightModel,
-    export_rows,
     ranking_quality,
     reward_to_go,
     sibling_groups,
     split_of,
 )
 from maxcode.search import Node
+from maxcode.search.rtg_labels import export_rows
 from tests.helpers import ECHO_SUM
 from tests.search.scripted import ScriptedExecutor, feedback_of, scripted_search
 

@@ -8,13 +8,13 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from maxcode.evaluate.integrity import apply_policy
 from maxcode.executors import EvalJob, Executor
+from maxcode.harness.integrity import apply_policy
+from maxcode.kinds.load import load_task
 from maxcode.llm import ProviderSettings, ScriptedProvider
 from maxcode.llm._scripted import Reply
 from maxcode.search import Search, SearchConfig, TemplateCritic, make_method
 from maxcode.store import RunStore
-from maxcode.tasks import load_task
 from maxcode.types import ErrorInfo, Feedback
 from tests.helpers import write_task
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from maxcode.executors import EvalJob, Executor
+from maxcode.kinds.load import load_task
 from maxcode.llm import ProviderSettings, ScriptedProvider
 from maxcode.search import Search, SearchConfig, TemplateCritic, make_method
 from maxcode.search.program_key import cpp_tokens, legacy_key, program_key
 from maxcode.search.tree import load_tree
 from maxcode.store import RunStore
-from maxcode.tasks import load_task
 from maxcode.types import Feedback
 from tests.helpers import REPO
 from tests.search.scripted import ScriptedExecutor, feedback_of, scripted_search

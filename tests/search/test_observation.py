@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from maxcode.kinds.load import load_task
 from maxcode.search.observation import History, build_policy_prompt, describe_feedback
 from maxcode.search.tree import Node
-from maxcode.tasks import load_task
 from maxcode.types import ErrorInfo, Feedback
 from tests.helpers import ECHO_SUM, write_task
 
@@ -115,7 +115,7 @@ def test_feedback_text_is_bounded_and_informative() -> None:
 def test_a_voided_result_says_why_to_the_policy_and_the_critic(tmp_path: Path) -> None:
     import asyncio
 
-    from maxcode.evaluate.integrity import apply_policy
+    from maxcode.harness.integrity import apply_policy
     from maxcode.search.critique import TemplateCritic
     from maxcode.search.observation import build_critic_prompt
 

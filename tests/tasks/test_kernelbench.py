@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from maxcode.errors import TaskError
-from maxcode.tasks import kernelbench_suite, load_task, scaled_constants
+from maxcode.kinds.kernelbench.problem import kernelbench_suite, scaled_constants
+from maxcode.kinds.load import load_task
 from tests.helpers import run_maxcode
 
 PROBLEM = '''import torch
@@ -56,7 +57,7 @@ def test_a_problem_file_loads_without_running_it(tmp_path: Path) -> None:
 
 
 def test_shapes_scale_down_for_the_cpu() -> None:
-    # batch_size 16 -> 8 (no size goes below maxcode.tasks.scaling.MIN_SIZE)
+    # batch_size 16 -> 8 (no size goes below maxcode.kinds.kernelbench.scaling.MIN_SIZE)
     assert scaled_constants(PROBLEM, 0.25) == {"batch_size": 8, "dim": 4096}
     assert scaled_constants(PROBLEM, 0.0001) == {"batch_size": 8, "dim": 8}
     with pytest.raises(TaskError, match="scale"):
@@ -101,7 +102,7 @@ def test_broken_problem_files_are_clear_errors_for_eval_and_optimize(tmp_path: P
 
 
 def test_a_level_folder_is_a_bench_suite_in_id_order(tmp_path: Path) -> None:
-    from maxcode.bench.suite import expand_suite
+    from maxcode.search.bench.suite import expand_suite
 
     for name in ("10_B.py", "2_A.py", "1_C.py"):
         _write(tmp_path / "level1", name)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from maxcode.errors import TaskError
-from maxcode.tasks import load_task
+from maxcode.kinds.load import load_task
 from maxcode.tasks.model import FLOAT_ABS_TOL, FLOAT_REL_TOL
 from tests.helpers import EXAMPLES, run_maxcode, write_task
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from maxcode.errors import TaskError
-from maxcode.tasks import load_task
-from maxcode.tasks.kernelbench import KernelBenchTask
-from maxcode.tasks.scaling import MIN_SIZE, scale_problem
+from maxcode.kinds.kernelbench.problem import KernelBenchTask
+from maxcode.kinds.kernelbench.scaling import MIN_SIZE, scale_problem
+from maxcode.kinds.load import load_task
 
 CONV = """import torch
 import torch.nn as nn

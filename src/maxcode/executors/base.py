@@ -8,12 +8,12 @@ from functools import cache
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, cast
 
-from maxcode.evaluate.settings import EvalSettings
+from maxcode.harness.settings import EvalSettings
 from maxcode.tasks import Task
 from maxcode.types import Feedback
 
 if TYPE_CHECKING:
-    from maxcode.evaluate import Sandbox
+    from maxcode.harness.sandbox import Sandbox
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class EvalJob:
 
     def run(self, sandbox: Sandbox, cpu: int | None) -> Feedback:
         """Judge the candidate here, in ``sandbox``, its timed runs pinned to ``cpu``."""
-        from maxcode.evaluate import evaluate_task
+        from maxcode.kinds import evaluate_task
 
         return evaluate_task(
             self.task,
@@ -58,8 +58,7 @@ class EvalJob:
 def sandbox_for(isolation: str, unsafe_isolation: bool) -> Sandbox:
     """The sandbox of a level and opt-in, made once per process (``auto`` probes the machine
     once). Raises ``UnsafeIsolation`` for a level outside ``SAFE_LEVELS`` without the opt-in."""
-    from maxcode.evaluate import Sandbox
-    from maxcode.evaluate.sandbox import Isolation
+    from maxcode.harness.sandbox import Isolation, Sandbox
 
     level = cast(Isolation | Literal["auto"], isolation)
     return Sandbox(level, unsafe_ok=unsafe_isolation)

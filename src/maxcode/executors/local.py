@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 
-from maxcode.evaluate import Sandbox, prebuild_task
-from maxcode.evaluate.turns import usable_cpus
 from maxcode.executors.base import EvalJob, Executor, sandbox_for
+from maxcode.harness.sandbox import Sandbox
+from maxcode.harness.turns import usable_cpus
+from maxcode.kinds import prebuild_task
 from maxcode.types import Feedback
 
 

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from maxcode.errors import MaxcodeError
-from maxcode.evaluate.turns import usable_cpus
 from maxcode.executors.base import EvalJob, Executor
+from maxcode.harness.turns import usable_cpus
 from maxcode.types import Feedback
 
 RAY_INSTALL_HINT = "--executor ray needs Ray: pip install 'maxcode[ray]'"

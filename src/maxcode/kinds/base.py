@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,8 +11,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from maxcode.errors import MaxcodeError
 
 if TYPE_CHECKING:
-    from maxcode.evaluate.sandbox import Sandbox
-    from maxcode.evaluate.settings import EvalSettings
+    from maxcode.harness.sandbox import Sandbox
+    from maxcode.harness.settings import EvalSettings
     from maxcode.tasks.model import Task
     from maxcode.types import Feedback
 
@@ -70,7 +71,8 @@ class Kind(ABC):
 
     @property
     def templates(self) -> str:
-        """The folder of ``maxcode/search/templates`` its prompts come from."""
+        """The kind whose prompt templates it uses (its own: the ``templates`` folder beside
+        its module)."""
         return self.name
 
     def device(self, requested: str) -> str:
@@ -84,7 +86,7 @@ class Kind(ABC):
         """``settings`` checked against this kind (one line naming the task for a setting it
         cannot take) with the device resolved. ``one_off``: settings of a single evaluation
         (``rounds``, ``compile_only``), checked too when set."""
-        from maxcode.evaluate.settings import EvalRequest, kind_only
+        from maxcode.harness.settings import EvalRequest, kind_only
 
         for name, field in EvalRequest.model_fields.items():
             marked = kind_only(field)
@@ -138,7 +140,7 @@ class Kind(ABC):
     def extract(self, task: Task, answer: str, parent: str) -> str | None:
         """The program in a model's ``answer`` to a prompt that showed ``parent`` (None: it
         holds none)."""
-        from maxcode.llm import extract_code
+        from maxcode.kinds.answers import extract_code
 
         return extract_code(answer, self.language)
 
@@ -170,6 +172,12 @@ class Kind(ABC):
             "- Read input and write output in bulk; avoid per-item flushes.\n"
             "- Avoid copies and allocations inside loops; keep data contiguous."
         )
+
+
+def kind_templates(kind: Kind) -> Path:
+    """The ``templates`` folder beside ``kind``'s module (``maxcode/kinds/cpp/templates``)."""
+    module = sys.modules[type(kind).__module__]
+    return Path(module.__file__ or ".").parent / "templates"
 
 
 def read_candidate_file(path: Path) -> str:

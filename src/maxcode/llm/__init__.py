@@ -5,42 +5,94 @@
 ``Completion`` records. Retries, timeouts, the per-endpoint concurrency limit, the budget, the
 opt-in response cache and the call log are the same for every provider. ``extract_code``
 finds the program in an answer.
+
+The names below load on first use: ``import maxcode.llm._records`` (what the store needs) does
+not load the providers.
 """
 
 from __future__ import annotations
 
-from maxcode.llm._accounting import Budget, CallLog, InMemoryCallLog, Reservation
-from maxcode.llm._anthropic import AnthropicProvider
-from maxcode.llm._cache import (
-    InMemoryResponseCache,
-    ResponseCache,
-    SQLiteResponseCache,
-    cache_key,
-)
-from maxcode.llm._errors import (
-    BudgetExhausted,
-    CallErrorKind,
-    LLMConfigError,
-    LLMError,
-    LLMRequestError,
-    LLMUnavailableError,
-    ProviderNotInstalled,
-)
-from maxcode.llm._openai import OpenAIProvider
-from maxcode.llm._prices import DEFAULT_PRICES, ModelPrice, PriceTable
-from maxcode.llm._provider import LLMProvider, ProviderReply, ProviderSettings, RetryPolicy
-from maxcode.llm._records import (
-    LLM_CALL_SCHEMA_VERSION,
-    CallError,
-    Completion,
-    LLMCall,
-    LLMRequest,
-    Message,
-)
-from maxcode.llm._registry import known_providers, parse_model, register_provider, resolve_model
-from maxcode.llm._scripted import ScriptedProvider, ScriptedReply
-from maxcode.llm.extract import CodeBlock, extract_code, find_code_blocks
-from maxcode.llm.rules import NO_MODEL_MESSAGE, RulesProvider, rewrite_variants
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from maxcode.kinds.answers import CodeBlock, extract_code, find_code_blocks
+    from maxcode.llm._accounting import Budget, CallLog, InMemoryCallLog, Reservation
+    from maxcode.llm._anthropic import AnthropicProvider
+    from maxcode.llm._cache import (
+        InMemoryResponseCache,
+        ResponseCache,
+        SQLiteResponseCache,
+        cache_key,
+    )
+    from maxcode.llm._errors import (
+        BudgetExhausted,
+        CallErrorKind,
+        LLMConfigError,
+        LLMError,
+        LLMRequestError,
+        LLMUnavailableError,
+        ProviderNotInstalled,
+    )
+    from maxcode.llm._openai import OpenAIProvider
+    from maxcode.llm._prices import DEFAULT_PRICES, ModelPrice, PriceTable
+    from maxcode.llm._provider import LLMProvider, ProviderReply, ProviderSettings, RetryPolicy
+    from maxcode.llm._records import (
+        LLM_CALL_SCHEMA_VERSION,
+        CallError,
+        Completion,
+        LLMCall,
+        LLMRequest,
+        Message,
+    )
+    from maxcode.llm._registry import known_providers, parse_model, register_provider, resolve_model
+    from maxcode.llm._scripted import ScriptedProvider, ScriptedReply
+    from maxcode.llm.rules import NO_MODEL_MESSAGE, RulesProvider, rewrite_variants
+
+_WHERE = {
+    "Budget": "maxcode.llm._accounting",
+    "CallLog": "maxcode.llm._accounting",
+    "InMemoryCallLog": "maxcode.llm._accounting",
+    "Reservation": "maxcode.llm._accounting",
+    "AnthropicProvider": "maxcode.llm._anthropic",
+    "InMemoryResponseCache": "maxcode.llm._cache",
+    "ResponseCache": "maxcode.llm._cache",
+    "SQLiteResponseCache": "maxcode.llm._cache",
+    "cache_key": "maxcode.llm._cache",
+    "BudgetExhausted": "maxcode.llm._errors",
+    "CallErrorKind": "maxcode.llm._errors",
+    "LLMConfigError": "maxcode.llm._errors",
+    "LLMError": "maxcode.llm._errors",
+    "LLMRequestError": "maxcode.llm._errors",
+    "LLMUnavailableError": "maxcode.llm._errors",
+    "ProviderNotInstalled": "maxcode.llm._errors",
+    "OpenAIProvider": "maxcode.llm._openai",
+    "DEFAULT_PRICES": "maxcode.llm._prices",
+    "ModelPrice": "maxcode.llm._prices",
+    "PriceTable": "maxcode.llm._prices",
+    "LLMProvider": "maxcode.llm._provider",
+    "ProviderReply": "maxcode.llm._provider",
+    "ProviderSettings": "maxcode.llm._provider",
+    "RetryPolicy": "maxcode.llm._provider",
+    "LLM_CALL_SCHEMA_VERSION": "maxcode.llm._records",
+    "CallError": "maxcode.llm._records",
+    "Completion": "maxcode.llm._records",
+    "LLMCall": "maxcode.llm._records",
+    "LLMRequest": "maxcode.llm._records",
+    "Message": "maxcode.llm._records",
+    "known_providers": "maxcode.llm._registry",
+    "parse_model": "maxcode.llm._registry",
+    "register_provider": "maxcode.llm._registry",
+    "resolve_model": "maxcode.llm._registry",
+    "ScriptedProvider": "maxcode.llm._scripted",
+    "ScriptedReply": "maxcode.llm._scripted",
+    "CodeBlock": "maxcode.kinds.answers",
+    "extract_code": "maxcode.kinds.answers",
+    "find_code_blocks": "maxcode.kinds.answers",
+    "NO_MODEL_MESSAGE": "maxcode.llm.rules",
+    "RulesProvider": "maxcode.llm.rules",
+    "rewrite_variants": "maxcode.llm.rules",
+}
 
 __all__ = [
     "DEFAULT_PRICES",
@@ -86,3 +138,9 @@ __all__ = [
     "resolve_model",
     "rewrite_variants",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'maxcode.llm' has no attribute {name!r}")

@@ -35,10 +35,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from maxcode.llm._cpp_rules import CPP_REWRITES
+from maxcode.kinds.answers import LANGUAGE_TAGS, find_code_blocks
+from maxcode.kinds.cpp.rewrites import CPP_REWRITES
 from maxcode.llm._provider import LLMProvider, ProviderReply, ProviderSettings
 from maxcode.llm._records import LLMRequest
-from maxcode.llm.extract import LANGUAGE_TAGS, find_code_blocks
 
 NO_MODEL_MESSAGE = (
     "no model configured; using the offline rules proposer; pass --model for LLM search"
@@ -285,8 +285,8 @@ class RulesProvider(LLMProvider):
     def _propose_project(self, files: dict[str, str], request: LLMRequest, n: int) -> list[str]:
         """Answers for a project: each a combination of the Python rewrites that apply, with
         every file it changes in a fenced block named by its path."""
-        from maxcode.llm._python_rules import PYTHON_REWRITES
-        from maxcode.tasks.project import render_bundle
+        from maxcode.kinds.project.rewrites import PYTHON_REWRITES
+        from maxcode.kinds.project.spec import render_bundle
 
         rewrites = {rewrite.name: rewrite for rewrite in PYTHON_REWRITES}
         key = hashlib.sha256(render_bundle(files).encode("utf-8")).hexdigest()

@@ -9,7 +9,7 @@ import jinja2
 
 from maxcode.errors import MaxcodeError
 from maxcode.report.svg import Series, TreeNode, line_chart, tree_chart
-from maxcode.report.table import FAST_P, bench_table, bench_void
+from maxcode.search.bench.table import FAST_P, bench_table, bench_void
 from maxcode.search.observation import attempt_summary, describe_feedback
 from maxcode.search.results import evaluation_rewards, interval_text, run_isolation, run_result
 from maxcode.search.tree import Node, best_node, load_tree

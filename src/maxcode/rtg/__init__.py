@@ -6,10 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from maxcode.errors import MaxcodeError
-from maxcode.rtg.export import (
+from maxcode.rtg.dataset import (
     DEFAULT_GAMMA,
     RTG_SCHEMA_VERSION,
-    export_rows,
     read_jsonl,
     reward_to_go,
     split_of,
@@ -27,7 +26,6 @@ __all__ = [
     "RTG_SCHEMA_VERSION",
     "GenerativeModel",
     "LightModel",
-    "export_rows",
     "load_model",
     "parse_score",
     "random_baseline",

@@ -12,9 +12,10 @@ from typing import Any
 
 from maxcode.config import maxcode_home
 from maxcode.errors import MaxcodeError
-from maxcode.evaluate.sandbox import SAFE_LEVELS
 from maxcode.executors import Executor, make_executor
+from maxcode.harness.sandbox import SAFE_LEVELS
 from maxcode.kinds import kind_named, kind_of
+from maxcode.kinds.load import load_task
 from maxcode.llm import NO_MODEL_MESSAGE, Budget, BudgetExhausted, LLMProvider, resolve_model
 from maxcode.search.config import SearchConfig
 from maxcode.search.critique import Critic, LLMCritic, TemplateCritic
@@ -23,7 +24,7 @@ from maxcode.search.methods import make_method
 from maxcode.search.results import confirms, refutation, run_isolation, run_result
 from maxcode.search.value import make_value
 from maxcode.store import RunRecord, RunStore
-from maxcode.tasks import Task, load_task
+from maxcode.tasks import Task
 
 UNSAFE = "expected outputs are readable and state may survive between runs"
 BUDGET_SETTINGS = ("max_usd", "max_llm_tokens", "max_llm_calls")

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, field_validator
 
 from maxcode.errors import MaxcodeError
-from maxcode.evaluate.settings import EvalSettings, validated
+from maxcode.harness.settings import EvalSettings, validated
 
 MethodName = Literal["best-of-n", "effi-learner", "cuda-llm", "beam", "tree"]
 METHODS: tuple[str, ...] = ("best-of-n", "effi-learner", "cuda-llm", "beam", "tree")

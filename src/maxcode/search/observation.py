@@ -24,8 +24,9 @@ from typing import Any, Protocol
 
 import jinja2
 
-from maxcode.evaluate.settings import kernel_backend
-from maxcode.kinds import kind_of
+from maxcode.harness.settings import kernel_backend
+from maxcode.kinds import KINDS, kind_of
+from maxcode.kinds.base import kind_templates
 from maxcode.search.results import interval_text
 from maxcode.search.tree import Node
 from maxcode.tasks import Task
@@ -372,7 +373,13 @@ PART_TYPES: dict[str, type[ObservationPart]] = {
 @cache
 def _environment() -> jinja2.Environment:
     return jinja2.Environment(
-        loader=jinja2.PackageLoader("maxcode.search", "templates"),
+        loader=jinja2.PrefixLoader(
+            {
+                kind.name: jinja2.FileSystemLoader(str(folder))
+                for kind in KINDS.values()
+                if (folder := kind_templates(kind)).is_dir()
+            }
+        ),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -382,7 +389,7 @@ def _environment() -> jinja2.Environment:
 
 
 def render(template: str, **variables: Any) -> str:
-    """Render a prompt template of ``maxcode/search/templates``."""
+    """Render a prompt template: ``KIND/NAME.j2``, from that kind's ``templates`` folder."""
     return _environment().get_template(template).render(**variables).strip() + "\n"
 
 

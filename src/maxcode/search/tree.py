@@ -7,9 +7,9 @@ from typing import Literal
 
 from maxcode.errors import MaxcodeError
 from maxcode.kinds import kind_named
+from maxcode.kinds.load import load_task
 from maxcode.search.program_key import legacy_key, program_key
 from maxcode.store import RunStore
-from maxcode.tasks import load_task
 from maxcode.types import Feedback
 
 NodeStatus = Literal[

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from maxcode.errors import MaxcodeError
-from maxcode.evaluate.integrity import apply_policy
+from maxcode.harness.integrity import apply_policy
 from maxcode.llm import LLMCall
 from maxcode.store.migrations import migrate
 from maxcode.types import Feedback

@@ -84,7 +84,7 @@ class Task:
     float_abs_tol: float = FLOAT_ABS_TOL
     """A real-number token of the output matches when it differs from the expected one by at
     most this much, or by at most ``float_rel_tol`` times the expected value (integer tokens
-    always match exactly; see ``maxcode.evaluate.compare``)."""
+    always match exactly; see ``maxcode.harness.compare``)."""
     float_rel_tol: float = FLOAT_REL_TOL
     """The relative tolerance for real-number tokens, against the expected value."""
     extra: dict[str, object] = field(default_factory=dict, compare=False)

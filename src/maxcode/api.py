@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from maxcode.errors import MaxcodeError, RunInterrupted
+
 if TYPE_CHECKING:
     from maxcode.harness.settings import EvalRequest
     from maxcode.search.api import RunSummary
@@ -96,10 +98,11 @@ def evaluate(
 
 
 def optimize(
-    task: str | Path,
+    task: str | Path | None = None,
     *,
-    model: str = "rules",
-    method: str = "cuda-llm",
+    resume: str | None = None,
+    model: str | None = None,
+    method: str | None = None,
     store: str | Path | None = None,
     output: str | Path | None = None,
     maxcode: bool = False,
@@ -109,27 +112,54 @@ def optimize(
 ) -> RunSummary:
     """``maxcode optimize``: search for a faster version of ``task``'s program and return the
     run's summary (the best program is written to ``output``, by default under
-    ``MAXCODE_HOME``). ``model``: ``provider/model``, or ``rules`` (offline, no key);
-    ``store``: the run store (default ``MAXCODE_HOME/maxcode.db``); ``maxcode``: the MaxCode
-    variant (``--maxcode``: observation ``trajectory,critique,best``); ``settings``: the
-    search's options (``depth``, ``candidates``, ``max_usd``, ``workers``, ...). The run is
-    recorded: ``maxcode optimize --resume RUN_ID`` continues it if it stops."""
-    from maxcode.search.api import new_run, run_search
-    from maxcode.search.config import MAXCODE_PARTS, make_config
+    ``MAXCODE_HOME``). ``model``: ``provider/model``, or ``rules`` (offline, no key, the
+    default); ``method``: ``cuda-llm`` unless given; ``store``: the run store (default
+    ``MAXCODE_HOME/maxcode.db``); ``maxcode``: the MaxCode variant (``--maxcode``,
+    ``maxcode.search.config.maxcode_variant``); ``settings``: the search's options (``depth``,
+    ``candidates``, ``max_usd``, ``workers``, ...). The run is recorded: ``resume=RUN_ID``
+    (``maxcode optimize --resume``) continues it if it stops, with only ``base_url`` and the
+    budgets (``max_usd``, ``max_llm_tokens``, ``max_llm_calls``) among ``settings``."""
+    from maxcode.kinds import check_timing_settings
+    from maxcode.search.api import BUDGET_SETTINGS, new_run, run_search
+    from maxcode.search.config import make_config, maxcode_variant
     from maxcode.store import open_store
 
-    if maxcode and "observation" not in settings:
-        settings["observation"] = list(MAXCODE_PARTS)
-    config = make_config({**settings, "model": model, "method": method})
+    base_url = settings.pop("base_url", None)
+    if resume is not None:
+        # A resumed run keeps its stored settings: only its endpoint and budgets may change.
+        others = set(settings) - set(BUDGET_SETTINGS)
+        if task is not None or others or model or method or maxcode:
+            raise MaxcodeError(
+                "--resume takes only --base-url, --store, --output, --json and the budget limits"
+            )
+    elif task is None:
+        raise MaxcodeError("name a TASK to optimize, or --resume RUN_ID")
+    # Timing settings read from the environment when candidates are timed: a bad one is an
+    # error now, before a run is recorded, not at the first evaluation.
+    check_timing_settings()
     runs = open_store(store)
-    run_id = new_run(runs, str(task), config, say=say)
-    return run_search(
-        runs,
-        run_id,
-        base_url=config.base_url,
-        output=Path(output) if output is not None else None,
-        on_step=on_step,
-    )
+    if resume is None:
+        chosen = {**settings, "base_url": base_url}
+        chosen.update(
+            {name: value for name, value in (("model", model), ("method", method)) if value}
+        )
+        config = make_config(maxcode_variant(chosen) if maxcode else chosen)
+        resume = new_run(runs, str(task), config, say=say)
+        say(f"run {resume}: {task} with {config.method}")
+        settings = {}
+    else:
+        say(f"resuming run {resume}")
+    try:
+        return run_search(
+            runs,
+            resume,
+            base_url=base_url,
+            output=Path(output) if output is not None else None,
+            on_step=on_step,
+            budget_overrides=settings,
+        )
+    except KeyboardInterrupt:
+        raise RunInterrupted(resume) from None
 
 
 def bench(

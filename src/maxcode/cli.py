@@ -18,7 +18,7 @@ from typing import Any, ClassVar, TypeVar
 import click
 
 from maxcode import __version__, console
-from maxcode.errors import MaxcodeError
+from maxcode.errors import MaxcodeError, RunInterrupted
 from maxcode.harness.settings import EvalRequest
 from maxcode.options import given, setting_options, typed, with_options
 from maxcode.search.config import METHODS as METHOD_NAMES
@@ -128,8 +128,6 @@ STORE_OPTION = click.option(
 # (optimize names one, bench several), the observation (parsed from text), the endpoint (not
 # stored with a run).
 _NOT_GENERATED = ("method", "observation", "base_url")
-_BUDGETS = frozenset({"max_usd", "max_llm_tokens", "max_llm_calls"})
-"""The settings a resumed run may raise (``--resume``)."""
 
 
 def _search_flag_names() -> tuple[str, ...]:
@@ -206,51 +204,37 @@ def optimize_command(
     **flags: Any,
 ) -> None:
     """Search for a faster version of TASK's program."""
-    from maxcode.kinds import check_timing_settings
-    from maxcode.search.api import new_run, run_search
-    from maxcode.search.config import make_config
-    from maxcode.store import open_store
+    from maxcode.api import optimize
+    from maxcode.search.api import BUDGET_SETTINGS
 
-    named, on_line = given(ctx), typed(ctx)
-    # Only a budget typed on the command line raises a stored one: a MAXCODE_MAX_* variable
-    # left in the environment does not change a resumed run.
-    raised = {name: flags[name] for name in on_line & _BUDGETS}
+    on_line = typed(ctx)
     if resume_id:
-        # A resumed run keeps its stored settings (isolation included); MAXCODE_* variables
-        # in the environment are ignored for it, a flag on the command line is an error.
-        extra = on_line - {"resume_id", "base_url", "store_path", "as_json", "output"} - _BUDGETS
-        if task or extra:
+        # A resumed run keeps its stored settings (isolation included): MAXCODE_* variables in
+        # the environment are ignored for it, a flag on the command line is an error, and only
+        # a budget typed on the command line raises a stored one.
+        allowed = {"resume_id", "base_url", "store_path", "as_json", "output", *BUDGET_SETTINGS}
+        if task or on_line - allowed:
             raise MaxcodeError(
                 "--resume takes only --base-url, --store, --output, --json and the budget limits"
             )
-    elif not task:
-        raise MaxcodeError("name a TASK to optimize, or --resume RUN_ID")
-    # Timing settings read from the environment when candidates are timed: a bad one is an
-    # error now, before a run is recorded, not at the first evaluation.
-    check_timing_settings()
-    store = open_store(store_path)
-    if not resume_id:
-        assert task is not None
-        settings = _search_settings(
-            named, flags, config_file, maxcode_variant, observation, base_url
-        )
-        config = make_config(settings)
-        resume_id = new_run(store, task, config, say=console.say)
-        console.say(f"run {resume_id}: {task} with {config.method}")
+        settings = {name: flags[name] for name in on_line & set(BUDGET_SETTINGS)}
     else:
-        console.say(f"resuming run {resume_id}")
+        settings = _search_settings(given(ctx), flags, config_file, observation)
     try:
-        summary = run_search(
-            store,
-            resume_id,
-            base_url=base_url,
+        summary = optimize(
+            task,
+            resume=resume_id,
+            store=store_path,
             output=output,
+            maxcode=maxcode_variant and not resume_id,
+            base_url=base_url,
             on_step=console.step_printer(),
-            budget_overrides=raised,
+            say=console.say,
+            **settings,
         )
-    except KeyboardInterrupt:
+    except RunInterrupted as stop:
         click.echo(
-            f"interrupted; everything so far is kept: maxcode optimize --resume {resume_id}",
+            f"interrupted; everything so far is kept: maxcode optimize --resume {stop.run_id}",
             err=True,
         )
         sys.exit(130)
@@ -261,25 +245,17 @@ def optimize_command(
 
 
 def _search_settings(
-    named: set[str],
-    flags: dict[str, Any],
-    config_file: Path | None,
-    maxcode_variant: bool,
-    observation: str | None,
-    base_url: str | None,
+    named: set[str], flags: dict[str, Any], config_file: Path | None, observation: str | None
 ) -> dict[str, Any]:
     """Search settings: the YAML file's, then the flags and variables given (they win)."""
-    from maxcode.search.config import MAXCODE_PARTS, load_config_file, parse_parts
+    from maxcode.search.config import load_config_file, parse_parts
 
     settings: dict[str, Any] = load_config_file(config_file) if config_file else {}
     for name in _search_flag_names():
         if name in named and name in flags:
             settings[name] = flags[name]
-    if maxcode_variant and "observation" not in named:
-        settings["observation"] = list(MAXCODE_PARTS)
     if observation is not None:
         settings["observation"] = parse_parts(observation)
-    settings["base_url"] = base_url
     return settings
 
 
@@ -332,9 +308,10 @@ def bench_command(
     else:
         if not tasks:
             raise MaxcodeError("name the TASKS to bench: task folders, suite folders, PIE .jsonl")
-        settings = _search_settings(
-            given(ctx), flags, config_file, maxcode_variant, observation, base_url
-        )
+        from maxcode.search.config import maxcode_variant as as_maxcode
+
+        settings = _search_settings(given(ctx), flags, config_file, observation)
+        settings = {**(as_maxcode(settings) if maxcode_variant else settings), "base_url": base_url}
         settings.pop("method", None)
         bench_id = new_bench(store, expand_suite(list(tasks)), list(methods), settings, trials)
         console.say(

@@ -17,3 +17,12 @@ class JobFailed(MaxcodeError):
     """The job ran and failed (exit 1): nothing was wrong with the input."""
 
     exit_code = 1
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a recorded run; everything so far is kept, and ``run_id`` resumes it."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(run_id)
+        self.run_id = run_id
+        """The run to resume (``maxcode optimize --resume RUN_ID``)."""

@@ -139,11 +139,18 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     if not isinstance(loaded, dict):
         raise MaxcodeError(f"{path}: expected a mapping of settings")
     settings = {str(key).replace("-", "_"): value for key, value in loaded.items()}
-    if "maxcode" in settings and settings.pop("maxcode") and "observation" not in settings:
-        settings["observation"] = list(MAXCODE_PARTS)
     if isinstance(settings.get("observation"), str):
         settings["observation"] = parse_parts(settings["observation"])
-    return settings
+    return maxcode_variant(settings) if settings.pop("maxcode", False) else settings
+
+
+def maxcode_variant(settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` as the MaxCode variant of their method (``--maxcode``, ``maxcode: true`` in a
+    YAML file, ``+maxcode`` in a bench, ``maxcode.optimize(maxcode=True)``): the observation
+    ``trajectory,critique,best``, unless the settings name one."""
+    if settings.get("observation") is not None:
+        return settings
+    return {**settings, "observation": list(MAXCODE_PARTS)}
 
 
 def make_config(settings: dict[str, Any]) -> SearchConfig:

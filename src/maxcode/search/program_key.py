@@ -145,54 +145,55 @@ def cpp_tokens(source: str) -> list[str]:
                 raise Unreadable("unterminated header name")
             emit(text[i : close + 1])
             i = close + 1
-        elif char.isdigit() or (char == "." and i + 1 < end and text[i + 1].isdigit()):
-            start = i
-            i += 1
-            while i < end:
-                following = text[i + 1] if i + 1 < end else ""
-                exponent = text[i] in "eEpP" and following in ("+", "-")
-                if exponent or (text[i] == "'" and following and _identifier_char(following)):
-                    i += 2
-                elif _identifier_char(text[i]) or text[i] == ".":
-                    i += 1
-                else:
-                    break
-            emit(text[start:i])
-        elif _identifier_char(char):
-            start = i
-            while i < end and _identifier_char(text[i]):
-                i += 1
-            name = text[start:i]
-            if i < end and text[i] == '"' and name in _RAW_PREFIXES:
-                stop = _raw_string_end(physical, offsets[i])
-                literal = physical[offsets[i] : stop]
-                i = bisect.bisect_left(offsets, stop)
-                suffix = _suffix(text, i)
-                i += len(suffix)
-                emit(name + literal + suffix)
-            elif i < end and text[i] in "\"'" and name in _LITERAL_PREFIXES:
-                literal = _quoted(text, i)
-                i += len(literal)
-                suffix = _suffix(text, i)
-                i += len(suffix)
-                emit(name + literal + suffix)
-            else:
-                emit(name)
-        elif char in "\"'":
-            literal = _quoted(text, i)
-            i += len(literal)
-            suffix = _suffix(text, i)
-            i += len(suffix)
-            emit(literal + suffix)
         else:
-            punctuator = next((p for p in _PUNCTUATORS if text.startswith(p, i)), char)
-            emit(punctuator)
-            i += len(punctuator)
+            token, i = _lex_token(text, physical, offsets, i)
+            emit(token)
     if directive is not None:
         stringizes |= _stringizes(directive)
         tokens.extend(directive)
         tokens.append(_END_OF_DIRECTIVE)
     return tokens if stringizes else [token for token in tokens if token != _GAP]
+
+
+def _lex_token(text: str, physical: str, offsets: list[int], i: int) -> tuple[str, int]:
+    """The token that starts at ``text[i]`` (a number, a name, a literal with its prefix and
+    suffix, or a punctuator) and where the next one starts. ``text`` is ``physical`` with its
+    line splices removed; ``offsets`` maps one to the other (raw strings are read unspliced)."""
+    char, end = text[i], len(text)
+    if char.isdigit() or (char == "." and i + 1 < end and text[i + 1].isdigit()):
+        start = i
+        i += 1
+        while i < end:
+            following = text[i + 1] if i + 1 < end else ""
+            exponent = text[i] in "eEpP" and following in ("+", "-")
+            if exponent or (text[i] == "'" and following and _identifier_char(following)):
+                i += 2
+            elif _identifier_char(text[i]) or text[i] == ".":
+                i += 1
+            else:
+                break
+        return text[start:i], i
+    prefix = ""
+    if _identifier_char(char):
+        start = i
+        while i < end and _identifier_char(text[i]):
+            i += 1
+        prefix = text[start:i]
+        if i < end and text[i] == '"' and prefix in _RAW_PREFIXES:
+            stop = _raw_string_end(physical, offsets[i])
+            literal = physical[offsets[i] : stop]
+            i = bisect.bisect_left(offsets, stop)
+            suffix = _suffix(text, i)
+            return prefix + literal + suffix, i + len(suffix)
+        if not (i < end and text[i] in "\"'" and prefix in _LITERAL_PREFIXES):
+            return prefix, i
+    if text[i] in "\"'":
+        literal = _quoted(text, i)
+        i += len(literal)
+        suffix = _suffix(text, i)
+        return prefix + literal + suffix, i + len(suffix)
+    punctuator = next((p for p in _PUNCTUATORS if text.startswith(p, i)), char)
+    return punctuator, i + len(punctuator)
 
 
 def _stringizes(directive: list[str]) -> bool:

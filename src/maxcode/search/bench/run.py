@@ -17,7 +17,7 @@ from maxcode.errors import MaxcodeError, TaskError
 from maxcode.executors import make_executor
 from maxcode.kinds.load import load_task
 from maxcode.search.api import RunSummary, resolve_isolation, run_search, run_search_async
-from maxcode.search.config import MAXCODE_PARTS, METHODS, SearchConfig, make_config
+from maxcode.search.config import METHODS, SearchConfig, make_config, maxcode_variant
 from maxcode.store import RunRecord, RunStore
 
 MAXCODE_SUFFIX = "+maxcode"
@@ -43,8 +43,8 @@ def label_config(label: str, settings: dict[str, Any], budget: int | None = None
             f"unknown method {label!r} (one of {', '.join(METHODS)}, optionally with +maxcode)"
         )
     merged = {**settings, "method": method}
-    if label.endswith(MAXCODE_SUFFIX):
-        merged["observation"] = list(MAXCODE_PARTS)
+    if label.endswith(MAXCODE_SUFFIX):  # the label decides, whatever observation was given
+        merged = maxcode_variant({**merged, "observation": None})
     if budget is not None:
         merged["max_evals"] = budget
         if method == "best-of-n":

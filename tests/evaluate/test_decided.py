@@ -10,15 +10,14 @@ from pathlib import Path
 import pytest
 
 from maxcode.harness.stats import SpeedupInterval
+from maxcode.harness.timing import Precision
 from maxcode.harness.turns import REPORTED, WALL_BUDGET_S
 from maxcode.kinds import evaluate_task
-from maxcode.kinds.cpp import evaluate_cpp as cpp
 from maxcode.kinds.cpp.evaluate_cpp import (
     WALL_MAX_ROUNDS,
     WALL_MIN_ROUNDS,
     WALL_PRECISION,
-    _rounds_still_needed,
-    _Stop,
+    wall_rule,
 )
 from maxcode.kinds.kernelbench.schedule import Stopping
 from maxcode.kinds.load import load_task
@@ -37,29 +36,30 @@ def test_a_screen_stops_once_the_candidate_is_clearly_below_the_bar(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("MAXCODE_TIMING_BUDGET_S", raising=False)
-    screen = _Stop(bar=1.0)
-    assert _rounds_still_needed(WIDE_BELOW, 6, 0.1, stop=screen) == 0
+    screen = wall_rule(bar=1.0)
+    assert screen.more(WIDE_BELOW, 6, 0.1) == 0
     # Above the bar, or straddling it: timed on to the precision, as without a bar.
     for interval in (WIDE_ABOVE, STRADDLING):
-        assert _rounds_still_needed(interval, 6, 0.1, stop=screen) == 6
-        assert _rounds_still_needed(interval, 6, 0.1, stop=_Stop()) == 6
-    assert _rounds_still_needed(WIDE_BELOW, 6, 0.1, stop=_Stop()) == 6
+        assert screen.more(interval, 6, 0.1) == 6
+        assert wall_rule().more(interval, 6, 0.1) == 6
+    assert wall_rule().more(WIDE_BELOW, 6, 0.1) == 6
 
 
 def test_a_precision_sets_the_interval_and_scales_the_caps(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("MAXCODE_TIMING_BUDGET_S", raising=False)
-    assert _Stop(reported=True).target == WALL_PRECISION / 2 == _Stop(precision=0.01).target
-    assert _Stop(precision=0.01).scale == REPORTED and _Stop().scale == 1
+    assert wall_rule(reported=True).target == WALL_PRECISION / 2 == wall_rule(precision=0.01).target
+    assert wall_rule(precision=0.01).most == WALL_MAX_ROUNDS * REPORTED
+    assert wall_rule().most == WALL_MAX_ROUNDS
     within_two = SpeedupInterval(1.0, 0.985, 1.015, 40)
-    assert _rounds_still_needed(within_two, 40, 0.1, stop=_Stop(precision=0.02)) == 0
-    assert _rounds_still_needed(within_two, 40, 0.1, stop=_Stop(precision=0.01)) == 40
+    assert wall_rule(precision=0.02).more(within_two, 40, 0.1) == 0
+    assert wall_rule(precision=0.01).more(within_two, 40, 0.1) == 40
     wide = SpeedupInterval(1.0, 0.9, 1.1, 6)
     # A looser precision has smaller caps: a quarter of the rounds and seconds at +-4%.
-    assert _rounds_still_needed(wide, WALL_MAX_ROUNDS // 4, 0.1, stop=_Stop(precision=0.04)) == 0
-    assert _rounds_still_needed(wide, 6, WALL_BUDGET_S / 4, stop=_Stop(precision=0.04)) == 0
-    assert _rounds_still_needed(wide, 6, WALL_BUDGET_S / 4, stop=_Stop()) > 0
+    assert wall_rule(precision=0.04).more(wide, WALL_MAX_ROUNDS // 4, 0.1) == 0
+    assert wall_rule(precision=0.04).more(wide, 6, WALL_BUDGET_S / 4) == 0
+    assert wall_rule().more(wide, 6, WALL_BUDGET_S / 4) > 0
 
 
 def test_a_kernelbench_screen_stops_its_calls_below_the_bar() -> None:
@@ -106,13 +106,13 @@ def test_a_candidate_clearly_below_the_bar_is_decided_in_the_first_rounds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bars: list[float | None] = []
-    real = cpp._rounds_still_needed
+    real = Precision.more
 
-    def noting(interval: SpeedupInterval, rounds: int, elapsed_s: float, stop: _Stop) -> int:
-        bars.append(stop.bar)
-        return real(interval, rounds, elapsed_s, stop)
+    def noting(rule: Precision, interval: SpeedupInterval, rounds: int, elapsed_s: float) -> int:
+        bars.append(rule.bar)
+        return real(rule, interval, rounds, elapsed_s)
 
-    monkeypatch.setattr(cpp, "_rounds_still_needed", noting)
+    monkeypatch.setattr(Precision, "more", noting)
     task = load_task(str(write_task(tmp_path / "sum")))
     screened = evaluate_task(task, ECHO_SUM, bar=UNREACHABLE)
     assert bars == [UNREACHABLE]  # asked once, after the first batch, and stopped there

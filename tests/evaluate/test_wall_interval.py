@@ -10,22 +10,22 @@ from pathlib import Path
 import pytest
 
 from maxcode.harness.stats import SpeedupInterval
+from maxcode.harness.timing import Precision
 from maxcode.harness.turns import REPORTED, WALL_BUDGET_S
 from maxcode.kinds.cpp import evaluate_cpp as cpp
 from maxcode.kinds.cpp.evaluate_cpp import (
     WALL_MAX_ROUNDS,
     WALL_MIN_BATCH,
     WALL_MIN_ROUNDS,
-    _rounds_still_needed,
-    _Stop,
     evaluate_cpp,
+    wall_rule,
 )
 from maxcode.kinds.load import load_task
 from tests.helpers import ECHO_SUM, write_task
 
 
 def test_a_narrow_interval_stops_the_rounds() -> None:
-    assert _rounds_still_needed(SpeedupInterval(1.0, 0.99, 1.01, 6), 6, 0.1) == 0
+    assert wall_rule().more(SpeedupInterval(1.0, 0.99, 1.01, 6), 6, 0.1) == 0
 
 
 def test_a_wide_interval_asks_for_more_rounds_within_the_caps(
@@ -33,32 +33,31 @@ def test_a_wide_interval_asks_for_more_rounds_within_the_caps(
 ) -> None:
     monkeypatch.delenv("MAXCODE_TIMING_BUDGET_S")  # the default budget
     wide = SpeedupInterval(1.0, 0.9, 1.1, 6)  # +-10%: about 25 times the rounds wanted
-    assert _rounds_still_needed(wide, 6, 0.1) == 6  # at most as many again as so far
+    assert wall_rule().more(wide, 6, 0.1) == 6  # at most as many again as so far
     slight = SpeedupInterval(1.0, 0.9799, 1.0201, 40)
-    assert _rounds_still_needed(slight, 40, 0.1) == WALL_MIN_BATCH
-    assert _rounds_still_needed(wide, WALL_MAX_ROUNDS, 0.1) == 0
-    assert _rounds_still_needed(wide, 6, WALL_BUDGET_S) == 0  # the time budget is spent
-    assert _rounds_still_needed(wide, 20, WALL_BUDGET_S * 0.9) == 2  # what still fits
+    assert wall_rule().more(slight, 40, 0.1) == WALL_MIN_BATCH
+    assert wall_rule().more(wide, WALL_MAX_ROUNDS, 0.1) == 0
+    assert wall_rule().more(wide, 6, WALL_BUDGET_S) == 0  # the time budget is spent
+    assert wall_rule().more(wide, 20, WALL_BUDGET_S * 0.9) == 2  # what still fits
     monkeypatch.setenv("MAXCODE_TIMING_BUDGET_S", str(WALL_BUDGET_S / 10))
-    assert _rounds_still_needed(wide, 6, WALL_BUDGET_S / 10) == 0  # a smaller budget holds
+    assert wall_rule().more(wide, 6, WALL_BUDGET_S / 10) == 0  # a smaller budget holds
 
 
 def test_a_reported_speedup_times_to_half_the_interval_within_four_times_the_caps(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("MAXCODE_TIMING_BUDGET_S")  # the default budget
-    reported = _Stop(reported=True)
     screened = SpeedupInterval(1.0, 0.985, 1.015, 40)  # +-1.5%: narrow for a screen
-    assert _rounds_still_needed(screened, 40, 0.1) == 0
-    assert _rounds_still_needed(screened, 40, 0.1, reported) == 40  # as many again
-    assert _rounds_still_needed(SpeedupInterval(1.0, 0.991, 1.009, 40), 40, 0.1, reported) == 0
+    assert wall_rule().more(screened, 40, 0.1) == 0
+    assert wall_rule(reported=True).more(screened, 40, 0.1) == 40  # as many again
+    assert wall_rule(reported=True).more(SpeedupInterval(1.0, 0.991, 1.009, 40), 40, 0.1) == 0
     wide = SpeedupInterval(1.0, 0.9, 1.1, 6)
-    assert _rounds_still_needed(wide, WALL_MAX_ROUNDS, 0.1) == 0
-    assert _rounds_still_needed(wide, WALL_MAX_ROUNDS, 0.1, reported) == WALL_MAX_ROUNDS
-    assert _rounds_still_needed(wide, 6 * REPORTED, WALL_BUDGET_S, reported) > 0
-    assert _rounds_still_needed(wide, 6, WALL_BUDGET_S * REPORTED, reported) == 0
+    assert wall_rule().more(wide, WALL_MAX_ROUNDS, 0.1) == 0
+    assert wall_rule(reported=True).more(wide, WALL_MAX_ROUNDS, 0.1) == WALL_MAX_ROUNDS
+    assert wall_rule(reported=True).more(wide, 6 * REPORTED, WALL_BUDGET_S) > 0
+    assert wall_rule(reported=True).more(wide, 6, WALL_BUDGET_S * REPORTED) == 0
     monkeypatch.setenv("MAXCODE_TIMING_BUDGET_S", str(WALL_BUDGET_S / 10))  # a cap set holds
-    assert _rounds_still_needed(wide, 6, WALL_BUDGET_S / 10, reported) == 0
+    assert wall_rule(reported=True).more(wide, 6, WALL_BUDGET_S / 10) == 0
 
 
 def test_maxcode_eval_times_its_number_as_reported_and_a_screen_does_not(
@@ -70,13 +69,15 @@ def test_maxcode_eval_times_its_number_as_reported_and_a_screen_does_not(
     import maxcode.kinds
 
     seen: list[bool] = []
-    real = cpp._rounds_still_needed
+    real = cpp.wall_rule
 
-    def noting(interval: SpeedupInterval, rounds: int, elapsed_s: float, stop: cpp._Stop) -> int:
-        seen.append(stop.reported)
-        return real(interval, rounds, elapsed_s, stop)
+    def noting(
+        reported: bool = False, precision: float | None = None, bar: float | None = None
+    ) -> Precision:
+        seen.append(reported)
+        return real(reported, precision, bar)
 
-    monkeypatch.setattr(cpp, "_rounds_still_needed", noting)
+    monkeypatch.setattr(cpp, "wall_rule", noting)
     folder = write_task(tmp_path / "t")
     candidate = tmp_path / "candidate.cpp"
     candidate.write_text(ECHO_SUM)

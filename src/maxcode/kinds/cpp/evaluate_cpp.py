@@ -14,7 +14,7 @@ Protocol (one call of ``evaluate_cpp``):
    round's ratio (reference's time / candidate's, summed over tests), with its 95% interval
    (``maxcode.harness.stats``); rounds are added until that interval is within +-2% of the
    speedup (+-1% for a speedup that is reported, ``REPORTED``) or a cap is reached
-   (``_measure_wall``).
+   (``_measure_wall`` over ``maxcode.harness.timing``).
    ``instructions``: each test once under callgrind, both programs; the count comes from
    valgrind's log on a descriptor the program cannot reach; reference counts are cached.
 """
@@ -49,7 +49,8 @@ from maxcode.harness.runs import (
     note_run,
 )
 from maxcode.harness.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
-from maxcode.harness.stats import SpeedupInterval, exact, paired_speedup
+from maxcode.harness.stats import SpeedupInterval, exact
+from maxcode.harness.timing import Measurement, Precision, time_rounds
 from maxcode.harness.turns import REPORTED, cpu_turn, timing_budget_s, timing_cpu, usable_cpus
 from maxcode.tasks.model import Task, TestCase
 from maxcode.types import (
@@ -215,7 +216,7 @@ def evaluate_cpp(
     feedback also says where its instructions go (``cpp_profile``). ``reported``: the speedup
     is reported, timed to a narrower interval (``REPORTED``); ``precision`` sets the interval
     instead; ``bar``: a screened candidate's timing stops once it is clearly below this reward
-    (``_rounds_still_needed``)."""
+    (``wall_rule``)."""
     sandbox = sandbox or Sandbox()
     if metric == "instructions" and shutil.which("valgrind") is None:
         raise TaskError("--metric instructions needs valgrind (apt-get install valgrind)")
@@ -250,8 +251,8 @@ def evaluate_cpp(
         if metric == "wall":
             wanted = repeats or task.repeats
             with cpu_turn(pin):
-                stop = _Stop(reported, precision, bar)
-                verdict = _measure_wall(runner, programs, outcomes, wanted, stop)
+                rule = wall_rule(reported, precision, bar)
+                verdict = _measure_wall(runner, programs, outcomes, wanted, rule)
         else:
             verdict = _measure_instructions(runner, programs, outcomes, reference_build.key)
         if profile and verdict.correct:
@@ -333,61 +334,45 @@ def _correctness_round(runner: _Runner, task: Task, programs: _Programs) -> list
     ]
 
 
-@dataclass(frozen=True)
-class _Stop:
-    """When a wall measurement stops adding rounds (``_rounds_still_needed``)."""
-
-    reported: bool = False
-    """A reported speedup: half ``WALL_PRECISION``, with ``REPORTED`` times the caps."""
-    precision: float | None = None
-    """The interval's half-width to reach, as a share of its estimate (None: by
-    ``reported``)."""
-    bar: float | None = None
-    """A screen stops once the interval lies wholly below this reward."""
-
-    @property
-    def target(self) -> float:
-        """The precision in effect."""
-        if self.precision is not None:
-            return self.precision
-        return WALL_PRECISION / math.sqrt(REPORTED) if self.reported else WALL_PRECISION
-
-    @property
-    def scale(self) -> float:
-        """What the precision costs against a screen's: a twice as narrow interval takes about
-        four times the rounds, and gets four times the caps."""
-        return (WALL_PRECISION / self.target) ** 2
+def wall_rule(
+    reported: bool = False, precision: float | None = None, bar: float | None = None
+) -> Precision:
+    """When a wall timing stops: at ``WALL_PRECISION`` for a screen; a reported speedup at half
+    that, with ``REPORTED`` times the caps (a twice as narrow interval takes about four times
+    the rounds); ``precision`` sets the target instead, its caps scaled alike; ``bar``: a
+    screen stops once the interval lies wholly below it."""
+    if precision is None:
+        precision = WALL_PRECISION / math.sqrt(REPORTED) if reported else WALL_PRECISION
+    scale = (WALL_PRECISION / precision) ** 2
+    return Precision(
+        precision,
+        most=max(WALL_MIN_ROUNDS, round(WALL_MAX_ROUNDS * scale)),
+        budget_s=timing_budget_s(scale),
+        least_batch=WALL_MIN_BATCH,
+        bar=bar,
+    )
 
 
 def _measure_wall(
-    runner: _Runner,
-    programs: _Programs,
-    outcomes: list[TestOutcome],
-    repeats: int,
-    stop: _Stop | None = None,
+    runner: _Runner, programs: _Programs, outcomes: list[TestOutcome], repeats: int, rule: Precision
 ) -> Feedback:
-    """Timed rounds until the speedup's interval is narrow (``stop``: ``WALL_PRECISION`` for
-    a screen, half that with four times the caps for a reported speedup), the candidate is
-    clearly below the screen's bar, or a cap is hit.
+    """Timed rounds until ``rule`` stops them (``harness.timing``): the speedup's interval is
+    narrow, the candidate clearly below a screen's bar, or a cap is hit.
 
     A round runs every test with reference and candidate back to back, which one goes first
     alternating, pinned to one CPU, so a load that lasts a round hits both alike; the round's
-    ratio is the reference's time over the candidate's, summed over the tests. Rounds come in
-    batches, one sandbox start each: at least ``max(repeats, WALL_MIN_ROUNDS)``, then as many
-    as the interval's width says are still needed, until it is within ``WALL_PRECISION`` of
-    the estimate, or ``WALL_MAX_ROUNDS`` rounds or ``WALL_BUDGET_S`` seconds of timing are
-    spent (the interval then says how wide it stayed)."""
+    costs are each program's time summed over the tests. Rounds come in batches, one sandbox
+    start each: at least ``max(repeats, WALL_MIN_ROUNDS)``, then as many as the interval's
+    width says are still needed. What the budget counts is the timing's own cost, not only the
+    programs' time: the suite's echo task (about 1 ms a run by the init's clock) costs 1.6 ms a
+    run in all here, and counting the programs' time alone let it run every round."""
     task = runner.task
     expected = {test.index: test.output_path.read_bytes() for test in task.tests}
     samples: dict[Path, dict[int, list[float]]] = {programs.reference: {}, programs.candidate: {}}
-    round_totals: dict[Path, list[float]] = {programs.reference: [], programs.candidate: []}
-    rounds = 0
-    # What the budget counts is the timing's own cost, not only the programs' time: the suite's
-    # echo task (about 1 ms a run by the init's clock) costs 1.6 ms a run in all here, and
-    # counting the programs' time alone let it run every one of ``WALL_MAX_ROUNDS`` rounds.
-    elapsed_s = 0.0
-    batch = max(repeats, WALL_MIN_ROUNDS)
-    while batch > 0:
+    measurement = Measurement(floor=TIMING_FLOOR_S * len(task.tests))
+
+    def take(batch: int) -> Feedback | None:
+        rounds = measurement.rounds
         plan: list[tuple[Path, TestCase]] = []
         for round_number in range(rounds, rounds + batch):
             for position, test in enumerate(task.tests):
@@ -396,28 +381,23 @@ def _measure_wall(
                     pair.reverse()
                 plan += [(program, test) for program in pair]
         totals = {programs.reference: [0.0] * batch, programs.candidate: [0.0] * batch}
-        began = time.perf_counter()
-        results = runner.run(plan, programs)
-        elapsed_s += time.perf_counter() - began
-        for number, ((program, test), result) in enumerate(zip(plan, results)):
+        for number, ((program, test), result) in enumerate(zip(plan, runner.run(plan, programs))):
             outcome = _outcome(test.index, result, expected[test.index], runner)
             in_batch = number // (2 * len(task.tests))
             if outcome.status != "passed":
-                where = f"timed run {rounds + in_batch + 1}"
                 if program == programs.reference:
+                    where = f"timed run {rounds + in_batch + 1}"
                     return _reference_lost(runner, outcomes, outcome, where)
                 return _failed_timed_run(runner, outcomes, outcome, rounds + in_batch)
             samples[program].setdefault(test.index, []).append(result.wall_s)
             totals[program][in_batch] += result.wall_s
-        for program, sums in totals.items():
-            round_totals[program] += sums
-        rounds += batch
-        interval = paired_speedup(
-            round_totals[programs.reference],
-            round_totals[programs.candidate],
-            floor=TIMING_FLOOR_S * len(task.tests),
-        )
-        batch = _rounds_still_needed(interval, rounds, elapsed_s, stop)
+        for reference_s, candidate_s in zip(totals[programs.reference], totals[programs.candidate]):
+            measurement.add(reference_s, candidate_s)
+        return None
+
+    ended = time_rounds(take, measurement, rule, first=max(repeats, WALL_MIN_ROUNDS))
+    if ended is not None:
+        return ended
     reference_costs = [_median(samples[programs.reference][test.index]) for test in task.tests]
     candidate_costs = [_median(samples[programs.candidate][test.index]) for test in task.tests]
     if sum(candidate_costs) < 10 * TIMING_FLOOR_S * len(task.tests):
@@ -425,35 +405,10 @@ def _measure_wall(
             "timing-floor",
             "the candidate's runs are near the timing floor; prefer --metric instructions",
         )
-    return _correct(runner, outcomes, reference_costs, candidate_costs, interval, repeats=rounds)
-
-
-def _rounds_still_needed(
-    interval: SpeedupInterval, rounds: int, elapsed_s: float, stop: _Stop | None = None
-) -> int:
-    """How many more rounds to time (0: stop). The interval's width shrinks about as one over
-    the square root of the rounds: ask for what should bring it within the precision, at least
-    ``WALL_MIN_BATCH`` and at most as many again as so far, within the caps (``elapsed_s``:
-    the seconds the rounds so far took, sandbox starts included; ``stop``: the precision and
-    the caps, by default a screen's). A screened
-    candidate whose interval lies wholly below ``stop.bar`` stops at once: it cannot be kept,
-    whatever more rounds would say, and its reward (the interval's low end) stays below the
-    bar. One above the bar goes on to the full precision: the search keeps it, and a winner
-    timed to a wider interval than its rivals would have a lower reward than they for the same
-    speed."""
-    stop = stop or _Stop()
-    if interval.surely_below(stop.bar):
-        return 0
-    precision = stop.target
-    most = max(WALL_MIN_ROUNDS, round(WALL_MAX_ROUNDS * stop.scale))
-    if interval.narrow(precision) or rounds >= most:
-        return 0
-    per_round_s = elapsed_s / rounds
-    budget = timing_budget_s(stop.scale)
-    affordable = int((budget - elapsed_s) / per_round_s) if per_round_s > 0 else rounds
-    wanted = math.ceil(rounds * (interval.relative_half_width / precision) ** 2) - rounds
-    batch = min(max(wanted, WALL_MIN_BATCH), rounds, most - rounds, affordable)
-    return max(batch, 0)
+    interval = measurement.interval()
+    return _correct(
+        runner, outcomes, reference_costs, candidate_costs, interval, repeats=measurement.rounds
+    )
 
 
 def _correct(

@@ -54,6 +54,7 @@ from maxcode.harness.runs import (
 )
 from maxcode.harness.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
 from maxcode.harness.stats import SpeedupInterval, paired_speedup
+from maxcode.harness.timing import FixedRounds, Measurement, time_rounds
 from maxcode.harness.turns import cpu_turn, timing_cpu
 from maxcode.kinds.base import read_candidate_file
 from maxcode.kinds.project.spec import (
@@ -532,6 +533,9 @@ def _bench(
     repeats: int,
     bar: float | None = None,
 ) -> Feedback:
+    """The bench's cost for both sides: once each under callgrind (``instructions``), or a
+    warm-up round and ``repeats`` timed rounds (``harness.timing.FixedRounds``; a screen's stop
+    at ``bar``)."""
     reference, candidate = sides
     command = project.spec.bench
     outcomes = project.outcomes
@@ -556,59 +560,82 @@ def _bench(
         reference_costs = [float(reference_count)]
         candidate_costs = [float(candidate_count)]
         return _correct(project, outcomes, reference_costs, candidate_costs, 1)
-    samples: dict[str, list[float]] = {"reference": [], "candidate": []}
-    for round_number in range(repeats + 1):  # round 0: the warm-up, not kept
-        pair = [reference, candidate] if round_number % 2 == 0 else [candidate, reference]
-        for side in pair:
-            result = project.run(side, command, timed=True)
-            cost = _cost(project, result, metric) if result.ok else None
-            if side is reference and cost is None:
-                why = _why(result, project.limits)[1] if not result.ok else "printed no cost"
-                if round_number == 0:
-                    raise TaskError(
-                        f"{project.task.origin}: the reference's bench `{command}` failed "
-                        f"({why}): {(_tail(result).splitlines()[-1:] or [''])[0]}"
-                    )
-                project.verdict.flag(
-                    "evidence", f"the reference's bench failed on round {round_number} ({why})"
+    warm_up = _bench_round(project, sides, metric, 0)  # round 0: the warm-up, not kept
+    if isinstance(warm_up, Feedback):
+        return warm_up
+    measurement = Measurement(floor=_floor(project))
+
+    def take(batch: int) -> Feedback | None:
+        for _ in range(batch):
+            costs = _bench_round(project, sides, metric, measurement.rounds + 1)
+            if isinstance(costs, Feedback):
+                return costs
+            measurement.add(*costs)
+        return None
+
+    ended = time_rounds(take, measurement, FixedRounds(repeats, bar), first=min(repeats, 1))
+    if ended is not None:
+        return ended
+    return _correct(
+        project, outcomes, measurement.reference, measurement.candidate, measurement.rounds
+    )
+
+
+def _bench_round(
+    project: _Project, sides: list[_Side], metric: ProjectMetric, round_number: int
+) -> tuple[float, float] | Feedback:
+    """One round of the bench, reference and candidate in an order that alternates between
+    rounds: their costs, or the verdict when a run failed (a reference that fails its first
+    round is a broken task)."""
+    reference = sides[0]
+    command = project.spec.bench
+    outcomes = project.outcomes
+    costs: dict[str, float] = {}
+    for side in sides if round_number % 2 == 0 else sides[::-1]:
+        result = project.run(side, command, timed=True)
+        cost = _cost(project, result, metric) if result.ok else None
+        if side is reference and cost is None:
+            why = _why(result, project.limits)[1] if not result.ok else "printed no cost"
+            if round_number == 0:
+                raise TaskError(
+                    f"{project.task.origin}: the reference's bench `{command}` failed "
+                    f"({why}): {(_tail(result).splitlines()[-1:] or [''])[0]}"
                 )
-                return project.verdict.unmeasured(True, len(outcomes), tests=outcomes)
-            if cost is None:
-                kind, why = (
-                    _why(result, project.limits)
-                    if not result.ok
-                    else (
-                        "wrong_answer",
-                        "printed no cost",
-                    )
-                )
-                if round_number > 0:
-                    project.verdict.flag(
-                        "nondeterministic", f"the bench failed on timed round {round_number}"
-                    )
-                status: ErrorKind = "runtime_error" if kind == "wrong_answer" else kind
-                return project.verdict.failed(
-                    status,
-                    f"the bench `{command}` failed ({why}):\n{_tail(result)}",
-                    tests_passed=len(outcomes),
-                    tests=outcomes,
-                )
+            project.verdict.flag(
+                "evidence", f"the reference's bench failed on round {round_number} ({why})"
+            )
+            return project.verdict.unmeasured(True, len(outcomes), tests=outcomes)
+        if cost is None:
+            kind, why = (
+                _why(result, project.limits)
+                if not result.ok
+                else ("wrong_answer", "printed no cost")
+            )
             if round_number > 0:
-                samples[side.name].append(cost)
-        if bar is not None and 0 < round_number < repeats:  # round 0 is the warm-up
-            so_far = _interval(project, samples["reference"], samples["candidate"])
-            if so_far.surely_below(bar):  # the rest of the rounds would decide nothing
-                repeats = round_number
-                break
-    return _correct(project, outcomes, samples["reference"], samples["candidate"], repeats)
+                project.verdict.flag(
+                    "nondeterministic", f"the bench failed on timed round {round_number}"
+                )
+            status: ErrorKind = "runtime_error" if kind == "wrong_answer" else kind
+            return project.verdict.failed(
+                status,
+                f"the bench `{command}` failed ({why}):\n{_tail(result)}",
+                tests_passed=len(outcomes),
+                tests=outcomes,
+            )
+        costs[side.name] = cost
+    return costs["reference"], costs["candidate"]
 
 
 def _interval(
     project: _Project, reference_costs: list[float], candidate_costs: list[float]
 ) -> SpeedupInterval:
-    """The paired speedup of the bench's costs (seconds below 0.1 ms count as 0.1 ms)."""
-    floor = 1e-4 if project.verdict.metric == "wall" else 1e-9
-    return paired_speedup(reference_costs, candidate_costs, floor=floor)
+    """The paired speedup of the bench's costs (``_floor``)."""
+    return paired_speedup(reference_costs, candidate_costs, floor=_floor(project))
+
+
+def _floor(project: _Project) -> float:
+    """The least cost a bench round counts (seconds below 0.1 ms count as 0.1 ms)."""
+    return 1e-4 if project.verdict.metric == "wall" else 1e-9
 
 
 def _correct(

@@ -10,16 +10,18 @@ of the request. Prompt builders put the current program (the best so far) there.
 It detects the language (C++, or Python/PyTorch in the KernelBench format) and applies
 rewrites known to keep a program valid:
 
-- C++ (text level, see ``_cpp_rules``): ``#pragma GCC optimize("O3")``; untied streams
+- C++ (text level, ``maxcode.kinds.cpp.rewrites``): ``#pragma GCC optimize("O3")``; untied streams
   (``sync_with_stdio(false)``, ``cin.tie(nullptr)``) when no C stdio is mixed in; ``'\\n'``
   for ``endl``; ``reserve`` before counted push_back loops; ``const&`` for vector parameters
   that are only read; ``unordered_map`` for maps keyed by numbers or strings that are never
   iterated.
-- KernelBench (a ``class Model(nn.Module)``): a ``ModelNew`` subclass that runs the forward
-  pass under ``torch.inference_mode()``, and one whose forward is ``torch.compile``d.
+- KernelBench (a ``class Model(nn.Module)``, ``maxcode.kinds.kernelbench.rewrites``): a
+  ``ModelNew`` subclass that runs the forward pass under ``torch.inference_mode()``, and one
+  whose forward is ``torch.compile``d.
 - Projects (the program is a bundle of files named in their fences, after the last heading of
-  the message): plain-Python rewrites of its ``.py`` files (``_python_rules``: set membership,
-  memoized recursion, ``sum``); the answer names each changed file in its fence.
+  the message): plain-Python rewrites of its ``.py`` files (``maxcode.kinds.project.rewrites``:
+  set membership, memoized recursion, ``sum``); the answer names each changed file in its
+  fence.
 
 Asked for several completions (n > 1, or the same program again in a later call), it answers
 with different combinations of the rewrites that apply, in a fixed order: all of them, then
@@ -34,9 +36,11 @@ import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from maxcode.kinds.answers import LANGUAGE_TAGS, find_code_blocks
-from maxcode.kinds.cpp.rewrites import CPP_REWRITES
+from maxcode.kinds.cpp import rewrites as cpp_rewrites
+from maxcode.kinds.kernelbench import rewrites as torch_rewrites
 from maxcode.llm._provider import LLMProvider, ProviderReply, ProviderSettings
 from maxcode.llm._records import LLMRequest
 
@@ -58,67 +62,6 @@ class Variant:
 
 # --- PyTorch / KernelBench -------------------------------------------------------------------
 
-_KERNELBENCH_MODEL = re.compile(
-    r"^class\s+Model\s*\(\s*(?:torch\s*\.\s*)?nn\s*\.\s*Module\s*\)", re.M
-)
-_TORCH_REWRITES = ("inference_mode", "torch_compile")
-_TORCH_DESCRIPTIONS = {
-    "inference_mode": "run forward under torch.inference_mode()",
-    "torch_compile": "compile forward with torch.compile",
-}
-
-
-def _torch_applicable(source: str) -> list[str]:
-    if not _KERNELBENCH_MODEL.search(source):
-        return []
-    found = []
-    if "inference_mode" not in source:
-        found.append("inference_mode")
-    if "torch.compile" not in source:
-        found.append("torch_compile")
-    return found
-
-
-def _torch_apply(source: str, names: tuple[str, ...]) -> str:
-    base = "Model"
-    if re.search(r"^class\s+ModelNew\b", source, re.M):
-        # Rewriting an earlier candidate: keep its ModelNew as the base of the new one.
-        base = next(
-            f"_ModelNewBase{index}"
-            for index in itertools.count(1)
-            if f"_ModelNewBase{index}" not in source
-        )
-        source = re.sub(r"\bModelNew\b", base, source)
-    if not re.search(r"^import\s+torch\b", source, re.M):
-        source = "import torch\n" + source
-    compiled = "torch_compile" in names
-    inference = "inference_mode" in names
-    lines = [
-        "",
-        "",
-        f"class ModelNew({base}):",
-        f'    """{base}, {" and ".join(_TORCH_DESCRIPTIONS[name] for name in names)}."""',
-        "",
-    ]
-    if compiled:
-        lines += [
-            "    def __init__(self, *args, **kwargs):",
-            "        super().__init__(*args, **kwargs)",
-            "        self._compiled_forward = torch.compile(super().forward)",
-            "",
-        ]
-    call = "self._compiled_forward" if compiled else "super().forward"
-    lines.append("    def forward(self, *args, **kwargs):")
-    if inference:
-        lines += [
-            "        with torch.inference_mode():",
-            f"            return {call}(*args, **kwargs)",
-        ]
-    else:
-        lines.append(f"        return {call}(*args, **kwargs)")
-    return source.rstrip("\n") + "\n" + "\n".join(lines) + "\n"
-
-
 # --- shared ----------------------------------------------------------------------------------
 
 
@@ -134,23 +77,24 @@ def detect_language(code: str, tag: str = "") -> str | None:
     return None
 
 
-def _cpp_applicable(source: str) -> list[str]:
-    return [rewrite.name for rewrite in CPP_REWRITES if rewrite.apply(source) is not None]
+class _Rewriter(NamedTuple):
+    """A kind's offline rewrites of one program."""
+
+    applicable: Callable[[str], list[str]]
+    """The names of the rewrites that apply to a program, in order."""
+    apply: Callable[[str, tuple[str, ...]], str]
+    """The program with the named rewrites applied."""
+    descriptions: dict[str, str]
+    """What each rewrite does, by name."""
 
 
-def _cpp_apply(source: str, names: tuple[str, ...]) -> str:
-    for rewrite in CPP_REWRITES:
-        if rewrite.name in names:
-            rewritten = rewrite.apply(source)
-            if rewritten is not None:
-                source = rewritten
-    return source
-
-
-_LANGUAGES: dict[str, tuple[Callable[[str], list[str]], Callable[[str, tuple[str, ...]], str]]] = {
-    "cpp": (_cpp_applicable, _cpp_apply),
-    "python": (_torch_applicable, _torch_apply),
+_LANGUAGES: dict[str, _Rewriter] = {
+    "cpp": _Rewriter(cpp_rewrites.applicable, cpp_rewrites.apply, cpp_rewrites.DESCRIPTIONS),
+    "python": _Rewriter(
+        torch_rewrites.applicable, torch_rewrites.apply, torch_rewrites.DESCRIPTIONS
+    ),
 }
+"""The rewrites of each language the proposer reads (``detect_language``)."""
 
 
 def _combinations(names: list[str]) -> list[tuple[str, ...]]:
@@ -167,11 +111,11 @@ def rewrite_variants(program: str, language: str) -> list[Variant]:
     """The distinct rewritten programs, in the proposer's order; empty when nothing applies."""
     if language not in _LANGUAGES:
         return []
-    applicable, apply = _LANGUAGES[language]
+    rewriter = _LANGUAGES[language]
     variants: list[Variant] = []
     seen = {program}
-    for names in _combinations(applicable(program)):
-        code = apply(program, names)
+    for names in _combinations(rewriter.applicable(program)):
+        code = rewriter.apply(program, names)
         if code not in seen:
             seen.add(code)
             variants.append(Variant(applied=names, code=code))
@@ -179,10 +123,7 @@ def rewrite_variants(program: str, language: str) -> list[Variant]:
 
 
 def _describe(language: str, names: tuple[str, ...]) -> str:
-    if language == "cpp":
-        descriptions = {rewrite.name: rewrite.description for rewrite in CPP_REWRITES}
-    else:
-        descriptions = _TORCH_DESCRIPTIONS
+    descriptions = _LANGUAGES[language].descriptions
     return "; ".join(f"{name} ({descriptions[name]})" for name in names)
 
 

@@ -546,3 +546,21 @@ CPP_REWRITES: tuple[CppRewrite, ...] = (
     CppRewrite("unordered_maps", "hash maps for maps never iterated", unordered_maps),
 )
 """The C++ rewrites, in the order they are applied."""
+
+DESCRIPTIONS = {rewrite.name: rewrite.description for rewrite in CPP_REWRITES}
+"""What each rewrite does, by name."""
+
+
+def applicable(source: str) -> list[str]:
+    """The names of the rewrites that apply to ``source``, in order."""
+    return [rewrite.name for rewrite in CPP_REWRITES if rewrite.apply(source) is not None]
+
+
+def apply(source: str, names: tuple[str, ...]) -> str:
+    """``source`` with the named rewrites applied, in order."""
+    for rewrite in CPP_REWRITES:
+        if rewrite.name in names:
+            rewritten = rewrite.apply(source)
+            if rewritten is not None:
+                source = rewritten
+    return source

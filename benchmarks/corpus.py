@@ -385,8 +385,8 @@ def summary(
     compiled = [row for row in ran if row.compiled]
     correct = [row for row in ran if row.correct]
     voids = [row for row in evaluated if row.void]
-    as_none = sum(1 for row in no_code if "None" in row.skipped)
-    as_none = f' ({as_none} of them the text "None")' if as_none else ""
+    none_count = sum(1 for row in no_code if "None" in row.skipped)
+    as_none = f' ({none_count} of them the text "None")' if none_count else ""
     settings = f"on {device}, scale {scale or 'full'}, rounds {rounds or 'eval default'}"
     print()
     print(

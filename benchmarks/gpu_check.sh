@@ -17,6 +17,11 @@
 # start-up, build, checks and timing seconds (in the JSON rows' phases). OUT/report.txt holds
 # the summary lines of every step.
 set -u
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+  echo "usage: bash benchmarks/gpu_check.sh KB CORPUS OUT"
+  awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"
+  exit 0
+fi
 KB=${1:?KB folder}; CORPUS=${2:?corpus file}; OUT=${3:?OUT folder}
 cd "$(dirname "$0")/.." || exit 1
 mkdir -p "$OUT"

@@ -1,7 +1,7 @@
 """The bundled CUDA and Triton fixtures on a GPU: how long a CUDA candidate takes to build, and
 what each fixture's kernel scores, through the harness (sandboxed build step and evaluation).
 
-Builds (``--builds``), each into an empty cache, through ``build_kernelbench``:
+Builds (``--builds``), each into an empty cache, through ``prebuild_task``:
 
 - one after another, for the time one new candidate waits: ``1_ScaledGELU/cuda.py`` (its CUDA
   source includes torch's headers, as most generated candidates do) and ``cuda_light.py`` (the
@@ -32,14 +32,13 @@ FIXTURES = REPO / "tests" / "fixtures" / "kernelbench"
 
 
 def _build(problem: str, fixture: str) -> dict[str, Any]:
-    from maxcode.kinds.kernelbench.evaluator import build_kernelbench
-    from maxcode.kinds.kernelbench.settings import KernelBenchSettings
+    from maxcode.kinds import prebuild_task
     from maxcode.kinds.load import load_task
 
     task = load_task(str(EXAMPLES / f"{problem}.py"))
     source = (FIXTURES / problem / f"{fixture}.py").read_text()
     started = time.perf_counter()
-    failed = build_kernelbench(task, source, settings=KernelBenchSettings(device="cuda"))
+    failed = prebuild_task(task, source, device="cuda")
     seconds = time.perf_counter() - started
     error = None if failed is None else (failed.error.message if failed.error else "failed")
     print(f"build {problem}/{fixture}: {seconds:.1f} s{'' if error is None else ' ' + error}")

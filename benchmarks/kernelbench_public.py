@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -118,7 +119,7 @@ def evaluate(
         error = lines[-1] if lines else "no output"
         return Row(name, False, seconds=seconds, error=error)
     result = json.loads(done.stdout)
-    error = result.get("error") or {}
+    failure = result.get("error") or {}
     interval = result.get("speedup_interval")
     speedup = result.get("speedup")
     reference = (result.get("timings") or {}).get("reference") or {}
@@ -129,7 +130,7 @@ def evaluate(
         speedup=float(speedup) if speedup is not None else None,
         interval=(float(interval[0]), float(interval[1])) if interval else None,
         seconds=seconds,
-        error=str(error.get("message", "")).splitlines()[0] if error else "",
+        error=str(failure.get("message", "")).splitlines()[0] if failure else "",
         suspect=str(result.get("suspect") or ""),
         claimed=result.get("claimed_speedup"),
         per_round=list(result.get("per_round") or []),
@@ -144,7 +145,9 @@ def selectors(name: str) -> set[str]:
     return {name, name.split("_")[0]}
 
 
-def chosen_problems(root: Path, levels: list[int], limit: int | None, only: set[str]):
+def chosen_problems(
+    root: Path, levels: list[int], limit: int | None, only: set[str]
+) -> Iterator[tuple[Path, str]]:
     for level in levels:
         folder = root / f"level{level}"
         if not folder.is_dir():

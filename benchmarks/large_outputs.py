@@ -23,7 +23,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TypedDict
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,6 +50,23 @@ def get_init_inputs():
 """
 
 
+class Measured(TypedDict, total=False):
+    """One size's evaluation, as ``--one`` prints it (JSON); only ``size`` and ``error`` when it
+    failed to run."""
+
+    size: int
+    correct: bool
+    speedup: float | None
+    interval: Sequence[float] | None
+    """The speedup's 95% interval, [low, high]."""
+    error: str | None
+    flags: list[str]
+    checks_s: float | None
+    total_s: float
+    parent_peak_mb: int
+    least_free_mb: int
+
+
 def _kb(path: str, key: str) -> int:
     """A ``key: N kB`` line of a /proc file."""
     with open(path, encoding="ascii") as handle:
@@ -65,7 +84,7 @@ def _available_kb() -> int:
     return _kb("/proc/meminfo", "MemAvailable")
 
 
-def one(size: int, rounds: int) -> dict[str, object]:
+def one(size: int, rounds: int) -> Measured:
     """One evaluation in this process (``--one``)."""
     from maxcode.api import evaluate
 
@@ -105,7 +124,7 @@ def one(size: int, rounds: int) -> dict[str, object]:
     }
 
 
-def measure(size: int, rounds: int, source: Path) -> dict[str, object]:
+def measure(size: int, rounds: int, source: Path) -> Measured:
     environment = {**os.environ, "PYTHONPATH": str(source)}
     done = subprocess.run(
         [sys.executable, __file__, "--one", str(size), "--rounds", str(rounds)],
@@ -120,7 +139,7 @@ def measure(size: int, rounds: int, source: Path) -> dict[str, object]:
     return json.loads(lines[-1])
 
 
-def _line(label: str, row: dict[str, object]) -> str:
+def _line(label: str, row: Measured) -> str:
     if row.get("error") and "correct" not in row:
         return f"{label:>10} N={row['size']}: {row['error']}"
     interval = row.get("interval") or [0.0, 0.0]

@@ -229,8 +229,8 @@ def table(results: list[Measured], conditions: list[str]) -> str:
     )
     lines = [head, "-" * len(head)]
     by_case: dict[str, dict[str, Measured]] = {}
-    for measured in results:
-        by_case.setdefault(measured.case, {})[measured.condition] = measured
+    for result in results:
+        by_case.setdefault(result.case, {})[result.condition] = result
     for name, by_condition in by_case.items():
         line = f"{name:<{width}}"
         for condition in conditions:

@@ -10,40 +10,34 @@ evaluations per second and the ratio to the local executor. Run:
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from maxcode.executors import EvalJob, Executor, LocalExecutor
+from maxcode.executors.ray_executor import RayExecutor
+from maxcode.harness.settings import EvalSettings
+from maxcode.kinds.load import load_task
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "src"))
-
-HOME = Path(tempfile.mkdtemp(prefix="maxcode-ray-bench-"))
-os.environ["MAXCODE_HOME"] = str(HOME)  # before Ray starts: its workers inherit it
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-
-from maxcode.executors import EvalJob, Executor, LocalExecutor  # noqa: E402
-from maxcode.executors.ray_executor import RayExecutor  # noqa: E402
-from maxcode.harness.settings import EvalSettings  # noqa: E402
-from maxcode.kinds.load import load_task  # noqa: E402
-
 EXAMPLES = REPO / "examples" / "cpp"
 FIXTURES = REPO / "tests" / "fixtures" / "cpp"
 
 
-def clear_builds() -> None:
-    builds = HOME / "cache" / "build"
+def clear_builds(home: Path) -> None:
+    builds = home / "cache" / "build"
     if builds.is_dir():
         for entry in builds.iterdir():
             if not entry.name.startswith("init-"):
                 shutil.rmtree(entry)
 
 
-async def throughput(executor: Executor, jobs: list[EvalJob]) -> float:
-    clear_builds()
+async def throughput(executor: Executor, jobs: list[EvalJob], home: Path) -> float:
+    clear_builds(home)
     async with executor:
         started = time.perf_counter()
         results = await asyncio.gather(*(executor.evaluate(job) for job in jobs))
@@ -54,6 +48,13 @@ async def throughput(executor: Executor, jobs: list[EvalJob]) -> float:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="maxcode-ray-bench-"))
+    os.environ["MAXCODE_HOME"] = str(home)  # before Ray starts: its workers inherit it
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
 
     jobs = [
@@ -65,17 +66,17 @@ def main() -> None:
         for task in sorted(EXAMPLES.iterdir())
         if (FIXTURES / task.name / "fast.cpp").is_file()
     ]
-    asyncio.run(throughput(LocalExecutor(), jobs[:1]))  # builds the sandbox init once
+    asyncio.run(throughput(LocalExecutor(), jobs[:1], home))  # builds the sandbox init once
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         results = {
-            "local executor (1 at a time)": asyncio.run(throughput(LocalExecutor(), jobs)),
-            "ray, 1 worker": asyncio.run(throughput(RayExecutor(workers=1), jobs)),
-            "ray, 2 workers": asyncio.run(throughput(RayExecutor(workers=2), jobs)),
+            "local executor (1 at a time)": asyncio.run(throughput(LocalExecutor(), jobs, home)),
+            "ray, 1 worker": asyncio.run(throughput(RayExecutor(workers=1), jobs, home)),
+            "ray, 2 workers": asyncio.run(throughput(RayExecutor(workers=2), jobs, home)),
         }
     finally:
         ray.shutdown()
-        shutil.rmtree(HOME, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
     base = results["local executor (1 at a time)"]
     print(f"{len(jobs)} evaluations per executor, {os.cpu_count()} CPUs")
     print(f"{'executor':<30} {'evals/s':>8} {'vs local':>9}")

@@ -12,6 +12,7 @@ against random ranking. Run:
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import statistics
@@ -19,24 +20,21 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "src"))
-os.environ.setdefault("MAXCODE_HOME", tempfile.mkdtemp(prefix="maxcode-rtg-bench-"))
-
-from maxcode.executors import LocalExecutor  # noqa: E402
-from maxcode.kinds.load import load_task  # noqa: E402
-from maxcode.llm import ProviderSettings, ScriptedProvider, rewrite_variants  # noqa: E402
-from maxcode.rtg import (  # noqa: E402
+from maxcode.executors import LocalExecutor
+from maxcode.kinds.load import load_task
+from maxcode.llm import ProviderSettings, ScriptedProvider, rewrite_variants
+from maxcode.rtg import (
     LightModel,
     random_baseline,
     ranking_quality,
     score_groups,
     sibling_groups,
 )
-from maxcode.search import Search, SearchConfig, TemplateCritic, make_method  # noqa: E402
-from maxcode.search.rtg_labels import export_rows  # noqa: E402
-from maxcode.store import RunStore  # noqa: E402
+from maxcode.search import Search, SearchConfig, TemplateCritic, make_method
+from maxcode.search.rtg_labels import export_rows
+from maxcode.store import RunStore
 
+REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples" / "cpp"
 FIXTURES = REPO / "tests" / "fixtures" / "cpp"
 
@@ -76,6 +74,11 @@ def log_searches(store: RunStore) -> list[str]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.parse_args()
+    os.environ.setdefault("MAXCODE_HOME", tempfile.mkdtemp(prefix="maxcode-rtg-bench-"))
     store = RunStore(Path(os.environ["MAXCODE_HOME"]) / "rtg-bench.db")
     rows = export_rows(store, log_searches(store))
     tasks = sorted({row["task"] for row in rows})

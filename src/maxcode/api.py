@@ -163,24 +163,46 @@ def optimize(
 
 
 def bench(
-    tasks: list[str | Path],
+    tasks: list[str | Path] | None = None,
     *,
-    methods: list[str],
+    methods: list[str] | None = None,
     trials: int = 1,
     store: str | Path | None = None,
+    resume: str | None = None,
+    maxcode: bool = False,
+    on_run: Callable[[RunSummary, str], None] = lambda summary, label: None,
+    say: Callable[[str], None] = lambda line: None,
     **settings: Any,
 ) -> dict[str, Any]:
     """``maxcode bench``: run each of ``methods`` (``cuda-llm``, ``best-of-n+maxcode``, ...) on
     each task (suite folders and PIE files expand to their tasks) with the same budget, and
-    return the comparison as ``maxcode bench --json`` prints it."""
+    return the comparison as ``maxcode bench --json`` prints it. ``maxcode``: every method's
+    MaxCode variant; ``on_run``: told of each finished run with its method label;
+    ``resume=BENCH_ID``: continue a bench as it was set up (only ``base_url`` may change)."""
     from maxcode.search.bench.run import new_bench, run_bench
     from maxcode.search.bench.suite import expand_suite
     from maxcode.search.bench.table import bench_json
+    from maxcode.search.config import maxcode_variant
     from maxcode.store import open_store
 
+    base_url = settings.pop("base_url", None)
+    if resume is not None and (tasks or methods or settings or maxcode):
+        raise MaxcodeError(
+            "--resume continues a bench as it was set up: it takes only --base-url, --store"
+            " and --json"
+        )
     runs = open_store(store)
-    bench_id = new_bench(
-        runs, expand_suite([str(task) for task in tasks]), methods, settings, trials
-    )
-    run_bench(runs, bench_id, base_url=settings.get("base_url"))
-    return bench_json(runs, bench_id)
+    if resume is None:
+        if not tasks:
+            raise MaxcodeError("name the TASKS to bench: task folders, suite folders, PIE .jsonl")
+        settings = {**(maxcode_variant(settings) if maxcode else settings), "base_url": base_url}
+        settings.pop("method", None)
+        resume = new_bench(
+            runs, expand_suite([str(task) for task in tasks]), list(methods or []), settings, trials
+        )
+        say(f"bench {resume}: {len(tasks)} task argument(s), methods {', '.join(methods or [])}")
+    try:
+        run_bench(runs, resume, base_url=base_url, on_run=on_run)
+    except KeyboardInterrupt:
+        raise RunInterrupted(resume, "bench") from None
+    return bench_json(runs, resume)

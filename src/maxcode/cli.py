@@ -233,10 +233,7 @@ def optimize_command(
             **settings,
         )
     except RunInterrupted as stop:
-        click.echo(
-            f"interrupted; everything so far is kept: maxcode optimize --resume {stop.run_id}",
-            err=True,
-        )
+        click.echo(f"interrupted; everything so far is kept: {stop.resume}", err=True)
         sys.exit(130)
     if as_json:
         click.echo(json.dumps(summary.as_json()))
@@ -291,12 +288,10 @@ def bench_command(
     **flags: Any,
 ) -> None:
     """Run each --method on each task of TASKS with the same budget and compare them."""
-    from maxcode.search.bench.run import new_bench, run_bench
-    from maxcode.search.bench.suite import expand_suite
-    from maxcode.search.bench.table import bench_json, bench_table, bench_void
+    from maxcode.api import bench
+    from maxcode.search.bench.table import bench_table, bench_void
     from maxcode.store import open_store
 
-    store = open_store(store_path)
     if resume_id:
         # Its runs keep their stored settings: any other flag would be ignored, so it is refused.
         if tasks or typed(ctx) - {"resume_id", "base_url", "store_path", "as_json"}:
@@ -304,19 +299,9 @@ def bench_command(
                 "--resume continues a bench as it was set up: it takes only --base-url, --store"
                 " and --json"
             )
-        bench_id = resume_id
+        settings: dict[str, Any] = {}
     else:
-        if not tasks:
-            raise MaxcodeError("name the TASKS to bench: task folders, suite folders, PIE .jsonl")
-        from maxcode.search.config import maxcode_variant as as_maxcode
-
         settings = _search_settings(given(ctx), flags, config_file, observation)
-        settings = {**(as_maxcode(settings) if maxcode_variant else settings), "base_url": base_url}
-        settings.pop("method", None)
-        bench_id = new_bench(store, expand_suite(list(tasks)), list(methods), settings, trials)
-        console.say(
-            f"bench {bench_id}: {len(tasks)} task argument(s), methods {', '.join(methods)}"
-        )
 
     def progress(summary: Any, label: str) -> None:
         console.say(
@@ -325,20 +310,27 @@ def bench_command(
         )
 
     try:
-        run_bench(store, bench_id, base_url=base_url, on_run=progress)
-    except KeyboardInterrupt:
-        click.echo(
-            f"interrupted; everything so far is kept: maxcode bench --resume {bench_id}", err=True
+        compared = bench(
+            list(tasks),
+            methods=list(methods),
+            trials=trials,
+            store=store_path,
+            resume=resume_id,
+            maxcode=maxcode_variant and not resume_id,
+            on_run=progress,
+            say=console.say,
+            base_url=base_url,
+            **settings,
         )
+    except RunInterrupted as stop:
+        click.echo(f"interrupted; everything so far is kept: {stop.resume}", err=True)
         sys.exit(130)
-    bench = store.get_bench(bench_id)  # the whole id (--resume takes a prefix)
-    assert bench is not None
-    bench_id = bench.bench_id
     if as_json:
-        click.echo(json.dumps(bench_json(store, bench_id)))
+        click.echo(json.dumps(compared))
         return
-    rows, _ = bench_table(store, bench_id)
-    console.print_bench(bench_id, rows, bench_void(store, bench_id))
+    store = open_store(store_path)
+    rows, _ = bench_table(store, compared["bench_id"])
+    console.print_bench(compared["bench_id"], rows, bench_void(store, compared["bench_id"]))
 
 
 @main.command("report")

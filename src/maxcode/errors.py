@@ -20,9 +20,12 @@ class JobFailed(MaxcodeError):
 
 
 class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C stopped a recorded run; everything so far is kept, and ``run_id`` resumes it."""
+    """Ctrl-C stopped a recorded run (or bench); everything so far is kept, and ``run_id``
+    resumes it."""
 
-    def __init__(self, run_id: str) -> None:
+    def __init__(self, run_id: str, command: str = "optimize") -> None:
         super().__init__(run_id)
         self.run_id = run_id
-        """The run to resume (``maxcode optimize --resume RUN_ID``)."""
+        """The run (or bench) to resume."""
+        self.resume = f"maxcode {command} --resume {run_id}"
+        """The command line that resumes it."""

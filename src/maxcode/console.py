@@ -114,7 +114,8 @@ def print_bench(bench_id: str, rows: list[Any], void: list[Any]) -> None:
             spread(row, "correct", f"{row.correct:.0%}", percent=True),
             *fast, f"{row.average_rank:.2f}",
             f"{row.evaluations_per_run:.1f}/{row.max_evals or '?'}",
-            str(row.tokens), cost, str(row.void),
+            f"{row.tokens} ({row.cached_tokens} cached)" if row.cached_tokens else str(row.tokens),
+            cost, str(row.void),
             isolation_text(", ".join(row.isolation), row.unsafe_isolation),
         )  # fmt: skip
     console = Console()
@@ -155,7 +156,7 @@ def print_runs(rows: list[dict[str, Any]]) -> None:
     for row in rows:
         cost = "?" if row["cost_usd"] is None else f"${row['cost_usd']:.4f}"
         table.add_row(
-            row["run_id"], row["task"], row["method"], row["status"],
+            row["run_id"], row["task"], row["label"], row["status"],
             row["result_text"], str(row["evaluations"]), str(len(row["void"])),
             str(row["llm_calls"]), cost,
             isolation_text(row["isolation"], row["unsafe_isolation"]),

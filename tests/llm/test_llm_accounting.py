@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from maxcode.llm import (
+    LLM_CALL_SCHEMA_VERSION,
     Budget,
     BudgetExhausted,
     Completion,
@@ -30,11 +31,22 @@ from tests.llm.fake_llm_server import FakeLLMServer, Step
 
 def test_known_prices_and_snapshots() -> None:
     table = PriceTable(use_environment=False)
-    assert table.lookup("gpt-4o") == ModelPrice(2.50, 10.00)
-    assert table.lookup("gpt-4o-mini-2024-07-18") == ModelPrice(0.15, 0.60)
-    assert table.lookup("claude-sonnet-4-5-20250929") == ModelPrice(3.00, 15.00)
-    assert table.lookup("claude-3-5-haiku-latest") == ModelPrice(0.80, 4.00)
+    assert table.lookup("gpt-4o") == ModelPrice(2.50, 10.00, 1.25)
+    assert table.lookup("gpt-4o-mini-2024-07-18") == ModelPrice(0.15, 0.60, 0.075)
+    assert table.lookup("claude-sonnet-4-5-20250929") == ModelPrice(3.00, 15.00, 0.30, 3.75)
+    assert table.lookup("claude-3-5-haiku-latest") == ModelPrice(0.80, 4.00, 0.08, 1.00)
     assert table.cost("gpt-4.1", 1_000_000, 500_000) == pytest.approx(2.00 + 4.00)
+
+
+def test_cached_input_is_priced_as_such() -> None:
+    sonnet = PriceTable(use_environment=False).lookup("claude-sonnet-4-5")
+    assert sonnet is not None
+    # 1M input of which 600k read from the cache and 100k written to it, 0 output.
+    assert sonnet.cost(1_000_000, 0, 600_000, 100_000) == pytest.approx(
+        0.3 * 3.00 + 0.6 * 0.30 + 0.1 * 3.75
+    )
+    # A price without cache prices bills cached input as input.
+    assert ModelPrice(1.0, 2.0).cost(1_000_000, 0, 500_000) == pytest.approx(1.0)
 
 
 def test_unknown_price_is_none_never_zero() -> None:
@@ -195,7 +207,7 @@ def test_scripted_provider_goes_through_retries_and_logs() -> None:
     [call] = log.calls
     assert call.attempts == 2 and call.purpose == "policy" and call.model == "demo"
     assert (call.prompt_tokens, call.completion_tokens, call.cost_usd) == (7, 3, 0.0)
-    assert call.schema_version == 1 and call.timestamp > 0
+    assert call.schema_version == LLM_CALL_SCHEMA_VERSION and call.timestamp > 0
     assert log.prompt_tokens == 7 and log.completion_tokens == 3
 
 

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from maxcode.llm import (
+    REASONING_ROOM,
     Completion,
     InMemoryCallLog,
     LLMConfigError,
@@ -18,6 +19,7 @@ from maxcode.llm import (
     ProviderNotInstalled,
     RetryPolicy,
     resolve_model,
+    stable_prefix,
 )
 from tests.llm.fake_llm_server import FakeLLMServer, Step
 
@@ -79,6 +81,68 @@ def test_thinking_option_reaches_the_server_and_is_not_in_the_text(
     assert body["max_tokens"] == 2048 + 1000  # room for thinking and the answer
     assert "temperature" not in body  # the API accepts none with thinking on
     assert completion.text == "ok"  # the thinking block is left out
+
+
+def test_reasoning_effort_gives_a_thinking_budget_apart_from_the_answer(
+    fake_server: FakeLLMServer, fast_retry: RetryPolicy
+) -> None:
+    request = LLMRequest.from_prompt("think", max_tokens=4096, reasoning_effort="medium")
+    log = InMemoryCallLog()
+    _generate(_provider(fake_server, fast_retry, log), request)
+    body = fake_server.seen[-1].body
+    budget = REASONING_ROOM["medium"]
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": budget}
+    assert body["max_tokens"] == 4096 + budget and body["stream"] is True
+    assert log.calls[0].reasoning_effort == "medium"
+
+
+def test_an_answer_cut_at_the_limit_says_length(
+    fake_server: FakeLLMServer, fast_retry: RetryPolicy
+) -> None:
+    fake_server.script(Step(texts=["```cpp\nint main() {"], finish_reason="length"))
+    log = InMemoryCallLog()
+    [completion] = _generate(_provider(fake_server, fast_retry, log), LLMRequest.from_prompt("x"))
+    assert completion.finish_reason == "length" and log.calls[0].finish_reasons == ["length"]
+
+
+def test_the_stable_prefix_is_marked_and_cached_tokens_are_priced(
+    fake_server: FakeLLMServer, fast_retry: RetryPolicy
+) -> None:
+    task = "# Task\n" + "the reference program, long and the same every time\n" * 40
+    prompts = [task + f"## Attempt {index}\n" + "x" * 300 for index in range(2)]
+    log = InMemoryCallLog()
+    provider = _provider(fake_server, fast_retry, log)
+
+    async def run() -> None:
+        async with provider:
+            for prompt in prompts:
+                request = LLMRequest.from_prompt(
+                    prompt, system="sys", cache_prefix=stable_prefix(prompt, task)
+                )
+                await provider.generate(request)
+
+    asyncio.run(run())
+    first = fake_server.seen[0].body
+    assert first["system"] == "sys"
+    [turn] = first["messages"]
+    assert turn["content"][0] == {
+        "type": "text",
+        "text": task.rstrip(),
+        "cache_control": {"type": "ephemeral"},
+    }
+    assert "cache_control" not in turn["content"][1]
+    assert "".join(block["text"] for block in turn["content"]) == prompts[0]
+    written, read = log.calls
+    # The fake server counts 4 characters a token: the marked prefix, and the whole prompt.
+    marked, total = len("sys" + task.rstrip()) // 4, len("sys" + prompts[0]) // 4
+    assert (written.cache_write_tokens, written.cached_prompt_tokens) == (marked, 0)
+    assert (read.cache_write_tokens, read.cached_prompt_tokens) == (0, marked)
+    # Prompt tokens are all input, cached or not.
+    assert read.prompt_tokens == written.prompt_tokens == total
+    # claude-haiku-4-5: $1 input, $0.10 a cache read, $1.25 a cache write, $5 output.
+    plain = total - marked
+    assert written.cost_usd == pytest.approx((plain * 1 + marked * 1.25 + 5 * 5) / 1e6)
+    assert read.cost_usd == pytest.approx((plain * 1 + marked * 0.10 + 5 * 5) / 1e6)
 
 
 def test_invalid_thinking_budget_is_a_config_error(

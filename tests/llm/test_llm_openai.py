@@ -9,6 +9,7 @@ import pytest
 
 from maxcode.errors import MaxcodeError
 from maxcode.llm import (
+    REASONING_ROOM,
     Completion,
     InMemoryCallLog,
     LLMConfigError,
@@ -148,25 +149,94 @@ def test_sdk_retries_are_off_ours_count(fake_server: FakeLLMServer) -> None:
     assert fake_server.seen[0].headers.get("x-stainless-retry-count", "0") == "0"
 
 
-def test_slow_reply_times_out_is_retried_then_fails(
+def test_a_silent_server_times_out_once_and_the_request_is_not_resent(
     fake_server: FakeLLMServer, fast_retry: RetryPolicy
 ) -> None:
     fake_server.default = Step(delay_s=3.0)
     log = InMemoryCallLog()
+    request = LLMRequest.from_prompt("x", timeout=0.3, purpose="policy:1:0")
     # Had the timeout not held, the 3 s reply would have come and no error been raised.
     with pytest.raises(LLMUnavailableError, match=r"within 0\.3 s") as caught:
-        _generate(_provider(fake_server, fast_retry, log), LLMRequest.from_prompt("x", timeout=0.3))
+        _generate(_provider(fake_server, fast_retry, log), request)
     assert caught.value.kind == "timeout"
-    assert fake_server.count() == 3 and log.calls[0].error is not None
+    assert "the policy:1:0 request" in str(caught.value) and "1 attempt sent" in str(caught.value)
+    assert fake_server.count() == 1
+    [call] = log.calls
+    assert call.error is not None and call.error.kind == "timeout"
+    assert (call.attempts, call.timeouts, call.timeout_s) == (1, 1, 0.3)
 
 
-def test_timeout_then_success(fake_server: FakeLLMServer, fast_retry: RetryPolicy) -> None:
+def test_timeouts_are_resent_only_as_the_policy_says(fake_server: FakeLLMServer) -> None:
     fake_server.script(Step(delay_s=2.0), Step(texts=["late but fine"]))
+    log = InMemoryCallLog()
+    retry = RetryPolicy(timeout_retries=1, base_delay_s=0.01)
     [completion] = _generate(
-        _provider(fake_server, fast_retry, InMemoryCallLog()),
-        LLMRequest.from_prompt("x", timeout=0.3),
+        _provider(fake_server, retry, log), LLMRequest.from_prompt("x", timeout=0.3)
     )
     assert completion.text == "late but fine"
+    # The record says what the answer cost: two attempts, one of them timed out.
+    [call] = log.calls
+    assert (call.attempts, call.timeouts, call.error) == (2, 1, None)
+
+
+def test_a_streamed_answer_longer_than_the_timeout_arrives_while_pieces_come(
+    fake_server: FakeLLMServer, fast_retry: RetryPolicy
+) -> None:
+    # 1.5 s in all, a piece every 0.1 s: the 0.5 s timeout is a limit on silence, not in total.
+    fake_server.script(Step(texts=["slow but whole"], delay_s=1.5, keepalive_s=0.1))
+    log = InMemoryCallLog()
+    [completion] = _generate(
+        _provider(fake_server, fast_retry, log), LLMRequest.from_prompt("x", timeout=0.5)
+    )
+    assert completion.text == "slow but whole" and fake_server.count() == 1
+    assert fake_server.seen[0].body["stream"] is True
+    assert fake_server.seen[0].body["stream_options"] == {"include_usage": True}
+    assert log.calls[0].timeouts == 0 and log.calls[0].prompt_tokens == 10
+
+
+def test_a_server_that_cannot_stream_is_asked_plainly(
+    fake_server: FakeLLMServer, fast_retry: RetryPolicy
+) -> None:
+    fake_server.default = Step(texts=["plain"], no_stream=True)
+    provider = _provider(fake_server, fast_retry, InMemoryCallLog())
+
+    async def run() -> list[Completion]:
+        async with provider:
+            first = await provider.generate(LLMRequest.from_prompt("x"))
+            return first + await provider.generate(LLMRequest.from_prompt("y"))
+
+    assert [completion.text for completion in asyncio.run(run())] == ["plain", "plain"]
+    # Streamed once (rejected), then plainly from then on.
+    assert [seen.body.get("stream") for seen in fake_server.seen] == [True, None, None]
+
+
+def test_finish_reason_usage_details_and_reasoning_effort(
+    fake_server: FakeLLMServer, fast_retry: RetryPolicy
+) -> None:
+    fake_server.script(
+        Step(
+            texts=["cut"],
+            finish_reason="length",
+            prompt_tokens=1000,
+            cached_tokens=800,
+            completion_tokens=500,
+            reasoning_tokens=400,
+        )
+    )
+    log = InMemoryCallLog()
+    request = LLMRequest.from_prompt("x", max_tokens=4096, reasoning_effort="high")
+    [completion] = _generate(_provider(fake_server, fast_retry, log, model="o4-mini"), request)
+    body = fake_server.seen[-1].body
+    assert body["reasoning_effort"] == "high"
+    # The answer's limit and the reasoning's room: what max_completion_tokens covers.
+    assert body["max_completion_tokens"] == 4096 + REASONING_ROOM["high"]
+    assert completion.finish_reason == "length"
+    assert (completion.cached_prompt_tokens, completion.reasoning_tokens) == (800, 400)
+    [call] = log.calls
+    assert (call.cached_prompt_tokens, call.reasoning_tokens) == (800, 400)
+    assert call.reasoning_effort == "high" and call.finish_reasons == ["length"]
+    # o4-mini: $1.10 input, $0.275 cached input, $4.40 output per million.
+    assert call.cost_usd == pytest.approx((200 * 1.10 + 800 * 0.275 + 500 * 4.40) / 1e6)
 
 
 @pytest.mark.parametrize(
@@ -238,7 +308,8 @@ def test_rejected_request_is_a_request_error(
         _generate(
             _provider(fake_server, fast_retry, InMemoryCallLog()), LLMRequest.from_prompt("x")
         )
-    assert fake_server.count() == 1
+    # Rejected streamed, then plainly (a server that cannot stream would have answered that).
+    assert fake_server.count() == 2
 
 
 def test_connection_refused_is_a_quick_config_error(closed_port: int, waits: list[float]) -> None:
@@ -264,7 +335,9 @@ def test_reasoning_models_get_max_completion_tokens_and_no_temperature(
         LLMRequest.from_prompt("x", max_tokens=99, temperature=0.2, options={"seed": 7}),
     )
     body = fake_server.seen[-1].body
-    assert body["max_completion_tokens"] == 99 and "max_tokens" not in body
+    # No effort asked: the API's default (medium), and room for its reasoning.
+    assert body["max_completion_tokens"] == 99 + REASONING_ROOM["medium"]
+    assert "max_tokens" not in body and "reasoning_effort" not in body
     assert "temperature" not in body
     assert body["seed"] == 7  # options go into the body
 

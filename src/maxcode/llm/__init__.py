@@ -3,8 +3,10 @@
 ``resolve_model("openai/gpt-4o-mini")`` (or ``anthropic/...``, ``ollama/...``, ``vllm/...``,
 ``rules``, ``scripted``) gives an ``LLMProvider``; ``await provider.generate(request)`` gives
 ``Completion`` records. Retries, timeouts, the per-endpoint concurrency limit, the budget, the
-opt-in response cache and the call log are the same for every provider. ``extract_code``
-finds the program in an answer.
+opt-in response cache and the call log are the same for every provider; so are the reasoning
+effort (``LLMRequest.reasoning_effort``) and the marks for a provider's prompt cache
+(``Message.cache_prefix``, found with ``stable_prefix``). ``extract_code`` finds the program in
+an answer.
 
 The names below load on first use: ``import maxcode.llm._records`` (what the store needs) does
 not load the providers.
@@ -38,12 +40,16 @@ if TYPE_CHECKING:
     from maxcode.llm._prices import DEFAULT_PRICES, ModelPrice, PriceTable
     from maxcode.llm._provider import LLMProvider, ProviderReply, ProviderSettings, RetryPolicy
     from maxcode.llm._records import (
+        DEFAULT_REQUEST_TIMEOUT_S,
         LLM_CALL_SCHEMA_VERSION,
+        REASONING_ROOM,
         CallError,
         Completion,
         LLMCall,
         LLMRequest,
         Message,
+        ReasoningEffort,
+        stable_prefix,
     )
     from maxcode.llm._registry import known_providers, parse_model, register_provider, resolve_model
     from maxcode.llm._scripted import ScriptedProvider, ScriptedReply
@@ -74,7 +80,11 @@ _WHERE = {
     "ProviderReply": "maxcode.llm._provider",
     "ProviderSettings": "maxcode.llm._provider",
     "RetryPolicy": "maxcode.llm._provider",
+    "DEFAULT_REQUEST_TIMEOUT_S": "maxcode.llm._records",
     "LLM_CALL_SCHEMA_VERSION": "maxcode.llm._records",
+    "REASONING_ROOM": "maxcode.llm._records",
+    "ReasoningEffort": "maxcode.llm._records",
+    "stable_prefix": "maxcode.llm._records",
     "CallError": "maxcode.llm._records",
     "Completion": "maxcode.llm._records",
     "LLMCall": "maxcode.llm._records",
@@ -96,8 +106,10 @@ _WHERE = {
 
 __all__ = [
     "DEFAULT_PRICES",
+    "DEFAULT_REQUEST_TIMEOUT_S",
     "LLM_CALL_SCHEMA_VERSION",
     "NO_MODEL_MESSAGE",
+    "REASONING_ROOM",
     "AnthropicProvider",
     "Budget",
     "BudgetExhausted",
@@ -122,6 +134,7 @@ __all__ = [
     "ProviderNotInstalled",
     "ProviderReply",
     "ProviderSettings",
+    "ReasoningEffort",
     "Reservation",
     "ResponseCache",
     "RetryPolicy",
@@ -137,6 +150,7 @@ __all__ = [
     "register_provider",
     "resolve_model",
     "rewrite_variants",
+    "stable_prefix",
 ]
 
 

@@ -1,9 +1,17 @@
 """Anthropic's Messages API through the ``anthropic`` SDK, imported only when used.
 
 The SDK is an optional extra (``pip install 'maxcode[anthropic]'``). The Messages API returns
-one answer per request, so n completions are n parallel requests. Extended thinking is the
-``thinking_budget`` option (tokens, at least 1024); thinking blocks are not part of the text,
-but their tokens are billed as output and counted as such.
+one answer per request, so n completions are n parallel requests. Answers are streamed: a long
+answer arrives in full, and the request's timeout is the longest silence between two events
+(the API sends pings while the model thinks).
+
+Extended thinking: the request's ``reasoning_effort`` gives a thinking budget per level
+(``REASONING_ROOM``), or the ``thinking_budget`` option gives one in tokens (at least 1024; it
+wins); ``max_tokens`` is then the answer's limit plus the budget. Thinking blocks are not part
+of the text, but their tokens are billed as output and counted as such.
+
+Prompt caching: a turn's ``cache_prefix`` becomes a text block marked ``cache_control``; the
+usage's cache reads and writes are counted in the prompt tokens and priced as such.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from typing import Any
 
 from maxcode.llm._errors import LLMConfigError, LLMError, ProviderNotInstalled, TransientError
 from maxcode.llm._provider import LLMProvider, ProviderReply, ProviderSettings
-from maxcode.llm._records import LLMRequest
+from maxcode.llm._records import REASONING_ROOM, LLMRequest, Message
 from maxcode.llm._sdk_errors import translate
 
 _STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
@@ -36,11 +44,52 @@ def _as_int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+_CACHE_MARK = {"type": "ephemeral"}
+
+
+def _blocks(message: Message) -> list[dict[str, Any]]:
+    """A turn as text blocks: its stable start marked for the prompt cache, then the rest."""
+    cut = min(message.cache_prefix, len(message.content))
+    if cut == 0:
+        return [{"type": "text", "text": message.content}]
+    blocks: list[dict[str, Any]] = [
+        {"type": "text", "text": message.content[:cut], "cache_control": dict(_CACHE_MARK)}
+    ]
+    if message.content[cut:]:
+        blocks.append({"type": "text", "text": message.content[cut:]})
+    return blocks
+
+
+def _content(blocks: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """Plain text when nothing is marked for the cache (as the API's simplest form), else the
+    blocks."""
+    if any("cache_control" in block for block in blocks):
+        return blocks
+    return "\n\n".join(block["text"] for block in blocks)
+
+
+def _usage_counts(usage: object, counts: dict[str, int | None]) -> None:
+    """Update ``counts`` from a usage record (a stream reports input at its start and the
+    output, cumulative, at its end): the prompt tokens are all input, cache reads and writes
+    included."""
+    read = _as_int(getattr(usage, "cache_read_input_tokens", None))
+    written = _as_int(getattr(usage, "cache_creation_input_tokens", None))
+    plain = _as_int(getattr(usage, "input_tokens", None))
+    if plain is not None:
+        counts["prompt_tokens"] = plain + (read or 0) + (written or 0)
+        counts["cached_prompt_tokens"] = read or 0
+        counts["cache_write_tokens"] = written or 0
+    output = _as_int(getattr(usage, "output_tokens", None))
+    if output is not None:
+        counts["completion_tokens"] = output
+
+
 class AnthropicProvider(LLMProvider):
     """Claude models through ``AsyncAnthropic``."""
 
     provider_name = "anthropic"
     supports_n = False
+    times_itself = True
 
     def __init__(
         self,
@@ -112,6 +161,8 @@ class AnthropicProvider(LLMProvider):
     def _thinking_budget(self, request: LLMRequest) -> int | None:
         budget = request.options.get("thinking_budget")
         if budget is None:
+            if request.reasoning_effort is not None:
+                return REASONING_ROOM[request.reasoning_effort]
             return None
         if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1024:
             raise LLMConfigError(
@@ -126,22 +177,22 @@ class AnthropicProvider(LLMProvider):
         return answer + (self._thinking_budget(request) or 0)
 
     def _params(self, request: LLMRequest) -> dict[str, Any]:
-        system = "\n\n".join(m.content for m in request.messages if m.role == "system")
-        turns: list[dict[str, str]] = []
+        system: list[dict[str, Any]] = []
+        turns: list[tuple[str, list[dict[str, Any]]]] = []
         for message in request.messages:
             if message.role == "system":
-                continue
-            if turns and turns[-1]["role"] == message.role:
-                turns[-1]["content"] += "\n\n" + message.content  # the API wants alternation
+                system += _blocks(message)
+            elif turns and turns[-1][0] == message.role:
+                turns[-1][1].extend(_blocks(message))  # the API wants alternation
             else:
-                turns.append({"role": message.role, "content": message.content})
+                turns.append((message.role, _blocks(message)))
         params: dict[str, Any] = {
             "model": self.model,
-            "messages": turns,
+            "messages": [{"role": role, "content": _content(blocks)} for role, blocks in turns],
             "max_tokens": self._output_limit(request),
         }
         if system:
-            params["system"] = system
+            params["system"] = _content(system)
         thinking = self._thinking_budget(request)
         if thinking is not None:
             # With thinking on, the API accepts no temperature but its default.
@@ -158,10 +209,14 @@ class AnthropicProvider(LLMProvider):
     async def _complete_once(self, request: LLMRequest, n: int) -> ProviderReply:
         if self._client is None:
             await self.setup()
-        timeout = self._sdk.Timeout(request.timeout, connect=min(5.0, request.timeout))
+        # The read timeout is the longest silence between two events of the stream.
+        timeout = self._sdk.Timeout(request.timeout, connect=min(10.0, request.timeout))
         params = self._params(request)
         try:
-            response = await self._client.messages.create(**params, timeout=timeout)
+            stream = await self._client.messages.create(**params, stream=True, timeout=timeout)
+            return await self._read_stream(stream)
+        except (TransientError, LLMError):
+            raise  # ours already, from reading the stream
         except Exception as exc:
             mapped = translate(
                 exc,
@@ -178,29 +233,47 @@ class AnthropicProvider(LLMProvider):
                     f"{type(exc).__name__}: {exc}"
                 ) from exc
             raise mapped from None
-        return self._parse(response)
 
-    def _parse(self, response: object) -> ProviderReply:
-        content = getattr(response, "content", None)
-        if not isinstance(content, list):
-            raise TransientError("malformed_response", "the reply has no content blocks")
-        text = "".join(
-            block.text
-            for block in content
-            if getattr(block, "type", None) == "text"
-            and isinstance(getattr(block, "text", None), str)
-        )
-        usage = getattr(response, "usage", None)
-        stop_reason = getattr(response, "stop_reason", None)
-        model = getattr(response, "model", None)
+    async def _read_stream(self, stream: Any) -> ProviderReply:
+        """Gather a streamed message: the text of its text blocks (thinking left out), its
+        stop reason, its usage and the model's name."""
+        text: list[str] = []
+        counts: dict[str, int | None] = {"prompt_tokens": None, "completion_tokens": None}
+        stop_reason: object = None
+        model: object = None
+        started = False
+        try:
+            async for event in stream:
+                kind = getattr(event, "type", None)
+                if kind == "message_start":
+                    started = True
+                    message = getattr(event, "message", None)
+                    model = getattr(message, "model", None)
+                    _usage_counts(getattr(message, "usage", None), counts)
+                elif kind == "content_block_start":
+                    block = getattr(event, "content_block", None)
+                    first = getattr(block, "text", None)
+                    if getattr(block, "type", None) == "text" and isinstance(first, str):
+                        text.append(first)
+                elif kind == "content_block_delta":
+                    delta = getattr(event, "delta", None)
+                    piece = getattr(delta, "text", None)
+                    if getattr(delta, "type", None) == "text_delta" and isinstance(piece, str):
+                        text.append(piece)
+                elif kind == "message_delta":
+                    stop_reason = getattr(getattr(event, "delta", None), "stop_reason", None)
+                    _usage_counts(getattr(event, "usage", None), counts)
+        finally:
+            await stream.close()
+        if not started:
+            raise TransientError("malformed_response", "the reply has no message")
         return ProviderReply(
-            texts=[text],
+            texts=["".join(text)],
             finish_reasons=[
                 _STOP_REASONS.get(stop_reason, stop_reason)
                 if isinstance(stop_reason, str)
                 else None
             ],
-            prompt_tokens=_as_int(getattr(usage, "input_tokens", None)),
-            completion_tokens=_as_int(getattr(usage, "output_tokens", None)),
             model=model if isinstance(model, str) and model else None,
+            **counts,
         )

@@ -1,9 +1,10 @@
 """An opt-in response cache: identical requests at temperature 0 are answered from it.
 
 The key is a sha256 over the provider, the model and every request parameter that shapes the
-answer (messages, n, temperature, max_tokens, stop, options). The endpoint is not part of it:
-endpoints move between runs while the model name keeps naming the same model. Timeouts and
-the purpose label do not change an answer and are left out too.
+answer (messages, n, temperature, max_tokens, stop, options, reasoning effort). The endpoint
+is not part of it: endpoints move between runs while the model name keeps naming the same
+model. Timeouts, the purpose label and prompt-cache marks do not change an answer and are left
+out too.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ def cache_key(provider: str, model: str, request: LLMRequest) -> str:
         "stop": request.stop,
         "options": request.options,
     }
+    if request.reasoning_effort is not None:  # only when set: older keys stay valid
+        identity["reasoning_effort"] = request.reasoning_effort
     canonical = json.dumps(identity, sort_keys=True, ensure_ascii=False, default=repr)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 

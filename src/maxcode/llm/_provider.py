@@ -3,8 +3,10 @@
 A backend implements ``_complete_once`` (one HTTP request for up to n choices). The base class
 wraps it with everything a search needs from any backend, so that each provider gets it the
 same way: the response cache, the budget (reserve before sending, settle after), a
-per-endpoint concurrency limit, a total timeout per attempt, retries with exponential backoff
-and jitter (``Retry-After`` honoured), n emulated by parallel requests when a server returns
+per-endpoint concurrency limit, the request's timeout (silence on the connection for backends
+that stream; a total limit per attempt for the others), retries with exponential backoff and
+jitter (``Retry-After`` honoured; a timed-out attempt is re-sent only when the retry policy
+says, and the call record counts it), n emulated by parallel requests when a server returns
 fewer choices than asked, and one ``LLMCall`` record per call, success or failure.
 """
 
@@ -44,7 +46,12 @@ class RetryPolicy:
     """How failed attempts are retried."""
 
     max_retries: int = 4
-    """Retries after the first attempt for 429, 5xx, timeouts and malformed replies."""
+    """Retries after the first attempt for 429, 5xx, dropped connections, malformed replies
+    (and timeouts, as far as ``timeout_retries`` allows)."""
+    timeout_retries: int = 0
+    """Re-sends of an attempt that got no answer within the request's timeout: a model that
+    stayed silent that long is most likely still busy or gone, and a provider may bill the
+    abandoned attempt, so by default it is not re-sent (the call fails, saying so)."""
     base_delay_s: float = 1.0
     """Backoff before the first retry; doubled for each further one."""
     max_delay_s: float = 30.0
@@ -100,6 +107,12 @@ class ProviderReply:
     """Output tokens over all choices; None when unreported."""
     model: str | None = None
     """The model name the server reported."""
+    cached_prompt_tokens: int | None = None
+    """Of ``prompt_tokens``, those read from the prompt cache; None when unreported."""
+    cache_write_tokens: int | None = None
+    """Of ``prompt_tokens``, those written to the prompt cache; None when unreported."""
+    reasoning_tokens: int | None = None
+    """Of ``completion_tokens``, those spent reasoning; None when unreported."""
 
 
 @dataclass
@@ -114,6 +127,21 @@ class _Tally:
     unreported_completions: int = 0
     cost_usd: float = 0.0
     cost_unknown: bool = False
+    timeouts: int = 0
+    cached_prompt_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+    def add_details(self, reply: ProviderReply) -> None:
+        """Add a reply's cache and reasoning counts (each stays None until one is reported)."""
+        if reply.cached_prompt_tokens is not None:
+            self.cached_prompt_tokens = (
+                self.cached_prompt_tokens or 0
+            ) + reply.cached_prompt_tokens
+        if reply.cache_write_tokens is not None:
+            self.cache_write_tokens = (self.cache_write_tokens or 0) + reply.cache_write_tokens
+        if reply.reasoning_tokens is not None:
+            self.reasoning_tokens = (self.reasoning_tokens or 0) + reply.reasoning_tokens
 
 
 _SEMAPHORES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]]
@@ -175,6 +203,10 @@ class LLMProvider(ABC):
     """Offline providers: their calls cost 0 unless the price table says otherwise."""
     default_max_tokens: ClassVar[int] = 4096
     """Output limit assumed for budget estimates when a request sets none."""
+    times_itself: ClassVar[bool] = False
+    """The backend keeps the request's timeout itself, as silence on its connection (an SDK's
+    read timeout, between the pieces of a streamed answer); otherwise the base class bounds
+    each attempt's total time by it."""
 
     def __init__(
         self,
@@ -382,15 +414,18 @@ class LLMProvider(ABC):
         retries = 0
         refused = 0
         attempts = 0
+        timeouts = 0
         while True:
             tally.attempts += 1
             attempts += 1
             async with semaphore:
                 began = time.perf_counter()
                 try:
-                    reply = await asyncio.wait_for(
-                        self._complete_once(request, n), timeout=request.timeout
-                    )
+                    attempt = self._complete_once(request, n)
+                    if self.times_itself:
+                        reply = await attempt
+                    else:
+                        reply = await asyncio.wait_for(attempt, timeout=request.timeout)
                 except asyncio.TimeoutError:
                     failure = TransientError("timeout", f"no reply within {request.timeout:g} s")
                 except UnreachableError as exc:
@@ -411,6 +446,13 @@ class LLMProvider(ABC):
                     )
                 await asyncio.sleep(policy.connect_delay_s)
                 continue
+            if failure.kind == "timeout":
+                timeouts += 1
+                tally.timeouts += 1
+                if timeouts > policy.timeout_retries:
+                    raise LLMUnavailableError(
+                        self._timeout_message(request, attempts, timeouts), kind="timeout"
+                    )
             if retries >= policy.max_retries:
                 raise LLMUnavailableError(
                     f"{self.spec} at {self.endpoint}: {failure.message} "
@@ -421,13 +463,31 @@ class LLMProvider(ABC):
             retries += 1
             await asyncio.sleep(delay)
 
+    def _timeout_message(self, request: LLMRequest, attempts: int, timeouts: int) -> str:
+        """What a call that timed out for good says: which request, after how long, and how
+        many attempts were sent (each may be billed)."""
+        which = f"the {request.purpose} request" if request.purpose else "the request"
+        sent = f"{attempts} attempt{'s' if attempts != 1 else ''} sent"
+        late = "it" if attempts == 1 else f"{timeouts} of them"
+        resent = (
+            "" if self.settings.retry.timeout_retries else "; a timed-out request is not re-sent"
+        )
+        return (
+            f"{self.spec} at {self.endpoint}: {which} got no answer within "
+            f"{request.timeout:g} s of silence ({sent}, {late} timed out and may still be "
+            f"billed{resent}); allow slower answers with --request-timeout"
+        )
+
     def _account(self, reply: ProviderReply, latency_s: float, tally: _Tally) -> list[Completion]:
         count = len(reply.texts)
         if count == 0:
             return []
         tally.replies += 1
+        tally.add_details(reply)
         model = reply.model or self.model
         price = self._price(reply.model)
+        cached = reply.cached_prompt_tokens or 0
+        written = reply.cache_write_tokens or 0
         if reply.prompt_tokens is None or reply.completion_tokens is None:
             tally.usage_unknown = True
             tally.unreported_completions += count
@@ -438,15 +498,25 @@ class LLMProvider(ABC):
             if price is None:
                 tally.cost_unknown = True
             else:
-                tally.cost_usd += price.cost(reply.prompt_tokens, reply.completion_tokens)
+                tally.cost_usd += price.cost(
+                    reply.prompt_tokens, reply.completion_tokens, cached, written
+                )
         prompt_shares = _split(reply.prompt_tokens, count)
         completion_shares = _split(reply.completion_tokens, count)
+        cached_shares = _split(reply.cached_prompt_tokens, count)
+        written_shares = _split(written, count)
+        reasoning_shares = _split(reply.reasoning_tokens, count)
         completions = []
         for index, text in enumerate(reply.texts):
             prompt_tokens = prompt_shares[index]
             completion_tokens = completion_shares[index]
             cost = (
-                price.cost(prompt_tokens, completion_tokens)
+                price.cost(
+                    prompt_tokens,
+                    completion_tokens,
+                    cached_shares[index] or 0,
+                    written_shares[index] or 0,
+                )
                 if price is not None and prompt_tokens is not None and completion_tokens is not None
                 else None
             )
@@ -460,6 +530,8 @@ class LLMProvider(ABC):
                     cost_usd=cost,
                     model=model,
                     finish_reason=reasons[index] if index < len(reasons) else None,
+                    cached_prompt_tokens=cached_shares[index],
+                    reasoning_tokens=reasoning_shares[index],
                 )
             )
         return completions
@@ -514,6 +586,12 @@ class LLMProvider(ABC):
                 attempts=tally.attempts,
                 error=error,
                 cached=cached,
+                cached_prompt_tokens=0 if cached else tally.cached_prompt_tokens,
+                cache_write_tokens=0 if cached else tally.cache_write_tokens,
+                reasoning_tokens=0 if cached else tally.reasoning_tokens,
+                reasoning_effort=request.reasoning_effort,
+                timeout_s=request.timeout,
+                timeouts=tally.timeouts,
             )
         )
 

@@ -30,6 +30,8 @@ class ScriptedReply:
     """Seconds to wait before answering (to simulate a slow model)."""
     error: CallErrorKind | None = None
     """Fail this attempt instead: ``auth``/``not_found`` are final, other kinds transient."""
+    finish_reason: str = "stop"
+    """Why the answer stopped: ``length`` for one cut at the output limit."""
 
 
 Reply = str | ScriptedReply | Callable[[LLMRequest], str]
@@ -97,7 +99,7 @@ class ScriptedProvider(LLMProvider):
         output_counts = [reply.completion_tokens for reply in used]
         return ProviderReply(
             texts=[reply.text for reply in used],
-            finish_reasons=["stop"] * len(used),
+            finish_reasons=[reply.finish_reason for reply in used],
             prompt_tokens=None if None in prompt_counts else prompt_counts[0],
             completion_tokens=None if None in output_counts else sum(filter(None, output_counts)),
             model=self.model,

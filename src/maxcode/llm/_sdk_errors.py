@@ -2,7 +2,10 @@
 
 Both SDKs raise the same family of exceptions (``APIStatusError`` with a status code and the
 response, ``APIConnectionError``, ``APITimeoutError``), so one mapping serves both. Their own
-retries are switched off (``max_retries=0``): the provider base class does the retrying.
+retries are switched off (``max_retries=0``): the provider base class does the retrying. While
+a streamed reply is read, the HTTP library's own errors come through unwrapped (a read timeout:
+the server fell silent; a transport error: the connection dropped), and a stream can carry an
+error event (a bare ``APIError``).
 """
 
 from __future__ import annotations
@@ -127,6 +130,13 @@ def translate(
         return TransientError("connection", f"connection error: {server_message(exc)}")
     if isinstance(exc, sdk.APIResponseValidationError):
         return TransientError("malformed_response", f"unexpected reply: {server_message(exc)}")
+    if isinstance(exc, sdk.APIError):  # an error event in a stream
+        return TransientError("server_error", f"the stream broke off: {server_message(exc)}")
+    transport = {cls.__name__ for cls in type(exc).__mro__}
+    if "TimeoutException" in transport:
+        return TransientError("timeout", "the reply stopped coming (read timeout)")
+    if "TransportError" in transport:
+        return TransientError("connection", f"the connection broke off: {type(exc).__name__}")
     if isinstance(exc, ValueError):
         # A body that is not JSON surfaces from the SDKs as a bare JSONDecodeError.
         return TransientError("malformed_response", f"the reply is not valid JSON ({exc})")

@@ -11,7 +11,13 @@ from maxcode.errors import MaxcodeError
 from maxcode.report.svg import Series, TreeNode, line_chart, tree_chart
 from maxcode.search.bench.table import FAST_P, bench_table, bench_void
 from maxcode.search.observation import attempt_summary, describe_feedback
-from maxcode.search.results import evaluation_rewards, interval_text, run_isolation, run_result
+from maxcode.search.results import (
+    evaluation_rewards,
+    interval_text,
+    method_label,
+    run_isolation,
+    run_result,
+)
 from maxcode.search.tree import Node, best_node, load_tree
 from maxcode.store import RunStore
 
@@ -84,6 +90,7 @@ def run_report(store: RunStore, run_id: str) -> str:
         .render(
             title=f"maxcode run {record.run_id}",
             run=record,
+            label=method_label(record),
             best_speedup=best.reward if best is not None else 1.0,
             result=result,
             result_text=interval_text(result.speedup, result.interval),
@@ -116,7 +123,7 @@ def bench_report(store: RunStore, bench_id: str) -> str:
     for run in store.bench_runs(bench.bench_id):
         if run.status == "done":
             points = _running_best(evaluation_rewards(store, run.run_id))
-            curves[run.bench_label or run.method].append([y for _, y in points])
+            curves[method_label(run)].append([y for _, y in points])
     series = [Series(label, _mean_curve(runs)) for label, runs in curves.items() if runs]
     chart = line_chart(
         "Mean best speedup (PIE convention) against evaluations per task",

@@ -15,6 +15,7 @@ STATUS_COLOURS = {
     "compile_error": "#d62728",
     "suspect": "#9467bd",
     "no_code": "#c7c7c7",
+    "cut": "#e0c38c",
     "unevaluated": "#e0e0e0",
 }
 

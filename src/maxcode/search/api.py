@@ -60,6 +60,11 @@ class RunSummary:
     verified_interval: list[float] | None = None
     """95% interval of ``verified_speedup`` from its fresh measurement (None: none, or the
     reference stands)."""
+    cached_prompt_tokens: int = 0
+    """Of ``prompt_tokens``, those a provider's prompt cache served (billed at its cached
+    price)."""
+    reasoning_tokens: int = 0
+    """Of ``completion_tokens``, those spent reasoning (where the provider reports them)."""
 
     def as_json(self) -> dict[str, Any]:
         """The summary as a JSON object."""
@@ -202,7 +207,13 @@ async def _search(
         critic_provider = resolve_model(
             critic_model, base_url=config.base_url, budget=budget, call_log=call_log
         )
-        critic = LLMCritic(critic_provider, max_tokens=min(config.max_tokens, 1024))
+        critic = LLMCritic(
+            critic_provider,
+            max_tokens=min(config.max_tokens, 1024),
+            timeout=config.request_timeout,
+            reasoning_effort=config.reasoning_effort,
+            prompt_cache=config.prompt_cache,
+        )
     value = make_value(
         config.value,
         base_url=config.base_url,
@@ -328,6 +339,8 @@ def summarize(store: RunStore, run_id: str, output: Path | None = None) -> RunSu
         unsafe_isolation=record.unsafe_isolation,
         void=[result.as_json() for result in store.void_results(record.run_id)],
         verified_interval=_verified_interval(store, record) if verified_speedup else None,
+        cached_prompt_tokens=usage["cached_prompt_tokens"],
+        reasoning_tokens=usage["reasoning_tokens"],
     )
 
 

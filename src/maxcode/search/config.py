@@ -9,6 +9,7 @@ from pydantic import ConfigDict, Field, field_validator
 
 from maxcode.errors import MaxcodeError
 from maxcode.harness.settings import EvalSettings, validated
+from maxcode.llm._records import DEFAULT_REQUEST_TIMEOUT_S
 
 MethodName = Literal["best-of-n", "effi-learner", "cuda-llm", "beam", "tree"]
 METHODS: tuple[str, ...] = ("best-of-n", "effi-learner", "cuda-llm", "beam", "tree")
@@ -70,6 +71,12 @@ class SearchConfig(EvalSettings):
     """Sampling temperature of the policy."""
     max_tokens: int = Field(default=4096, ge=1)
     """Output limit of each policy and critic answer."""
+    reasoning_effort: Literal["low", "medium", "high"] | None = None
+    """How hard a reasoning model thinks, apart from --max-tokens (docs/models.md: per provider)."""
+    request_timeout: float = Field(default=DEFAULT_REQUEST_TIMEOUT_S, gt=0)
+    """Seconds a model may stay silent (before or within a streamed answer); then the call fails."""
+    prompt_cache: bool = True
+    """Mark the stable start of prompts (task, reference) for the provider's prompt cache."""
     trajectory_tokens: int = Field(default=6000, ge=0)
     """Budget of the trajectory part of a prompt, in tokens (about 4 characters each)."""
     workers: int = Field(default=1, ge=1)

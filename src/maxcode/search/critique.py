@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Protocol
 
 from maxcode.kinds import kind_of
-from maxcode.llm import LLMProvider, LLMRequest
+from maxcode.llm import (
+    DEFAULT_REQUEST_TIMEOUT_S,
+    LLMProvider,
+    LLMRequest,
+    ReasoningEffort,
+    stable_prefix,
+)
 from maxcode.search.observation import build_critic_prompt, void_line
 from maxcode.search.tree import Node
 from maxcode.tasks import Task
@@ -25,15 +31,34 @@ class Critic(Protocol):
 class LLMCritic:
     """A critic backed by a language model."""
 
-    def __init__(self, provider: LLMProvider, max_tokens: int = 1024) -> None:
+    def __init__(
+        self,
+        provider: LLMProvider,
+        max_tokens: int = 1024,
+        *,
+        timeout: float = DEFAULT_REQUEST_TIMEOUT_S,
+        reasoning_effort: ReasoningEffort | None = None,
+        prompt_cache: bool = True,
+    ) -> None:
         self.provider = provider
         self.max_tokens = max_tokens
+        self.timeout = timeout
+        self.reasoning_effort: ReasoningEffort | None = reasoning_effort
+        self.prompt_cache = prompt_cache
         self.name = provider.spec
 
     async def critique(self, task: Task, node: Node, purpose: str) -> str:
         system, user = build_critic_prompt(task, node)
         request = LLMRequest.from_prompt(
-            user, system=system, temperature=0.2, max_tokens=self.max_tokens, purpose=purpose
+            user,
+            system=system,
+            # Every critique of a run opens with the same task and reference.
+            cache_prefix=stable_prefix(user, task.reference) if self.prompt_cache else 0,
+            temperature=0.2,
+            max_tokens=self.max_tokens,
+            timeout=self.timeout,
+            reasoning_effort=self.reasoning_effort,
+            purpose=purpose,
         )
         completions = await self.provider.generate(request)
         return completions[0].text.strip() if completions else ""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -22,13 +23,13 @@ from typing import TypeVar, cast
 
 from maxcode.executors import EvalJob, Executor
 from maxcode.kinds import kind_of
-from maxcode.llm import LLMProvider, LLMRequest
+from maxcode.llm import LLMProvider, LLMRequest, stable_prefix
 from maxcode.search.config import SearchConfig
 from maxcode.search.critique import Critic
 from maxcode.search.methods import Expansion, Method
 from maxcode.search.observation import History, build_policy_prompt
 from maxcode.search.results import confirms, interval_text, refutation
-from maxcode.search.tree import Node, best_node, evaluation_keys
+from maxcode.search.tree import Node, best_node, evaluation_keys, limit_if_cut
 from maxcode.search.value import ValueFunction
 from maxcode.store import NodeRecord, RunStore
 from maxcode.tasks import Task
@@ -140,6 +141,40 @@ def _top(scores: list[float | None], sources: list[str | None], count: int) -> s
         key=lambda position: -(scores[position] or 0.0),
     )
     return set(ranked[:count])
+
+
+@dataclass(frozen=True)
+class _Answers:
+    """The policy's answers for one expansion."""
+
+    texts: list[str]
+    """The answers, in order."""
+    cut_at: list[int | None]
+    """For each answer, the output limit it was cut at (None: it ended by itself)."""
+    observation: str
+    """The prompt the policy saw."""
+
+
+_FENCE_LINE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^\n`]*?)[ \t]*$")
+
+
+def _without_open_block(text: str) -> str:
+    """``text`` up to the fenced block it ends inside, if it does (a cut answer): what remains
+    holds only blocks that were completed."""
+    opened_at: int | None = None
+    fence = ""
+    lines = text.splitlines(keepends=True)
+    offset = 0
+    for line in lines:
+        match = _FENCE_LINE.match(line.rstrip("\r\n"))
+        if match is not None:
+            marker, info = match.group(1), match.group(2).strip()
+            if opened_at is None:
+                opened_at, fence = offset, marker
+            elif not info and marker[0] == fence[0] and len(marker) >= len(fence):
+                opened_at = None
+        offset += len(line)
+    return text if opened_at is None else text[:opened_at]
 
 
 async def _all(work: Iterable[Awaitable[T]]) -> list[T]:
@@ -262,17 +297,21 @@ class Search:
             else {}
         )
         new_nodes: list[Node] = []
-        for expansion, (texts, observation) in zip(expansions, answers):
+        for expansion, answer in zip(expansions, answers):
             expansion.parent.expanded = True
-            texts = texts[: self._asked(expansion)]
-            sources = [self._extract(text, expansion.parent) for text in texts]
+            texts = answer.texts[: self._asked(expansion)]
+            sources = [
+                self._extract(text, expansion.parent, cut=cut_at is not None)
+                for text, cut_at in zip(texts, answer.cut_at)
+            ]
             first = len(new_nodes)
-            scores = await self._scores(step, first, observation, sources, stored_scores)
+            scores = await self._scores(step, first, answer.observation, sources, stored_scores)
             chosen = _top(scores, sources, expansion.count)
             for offset, text in enumerate(texts):
                 node = self._add_node(
                     step, first + offset, expansion, text, sources[offset], scores[offset]
                 )
+                node.cut_at = answer.cut_at[offset]
                 node.selected = offset in chosen
                 new_nodes.append(node)
         await self._evaluate(new_nodes)
@@ -281,9 +320,12 @@ class Search:
 
     # --- proposing -----------------------------------------------------------------------
 
-    def _extract(self, text: str, parent: Node) -> str | None:
+    def _extract(self, text: str, parent: Node, cut: bool = False) -> str | None:
         """The program in an answer; for a project, the bundle its file blocks or edits make
-        of the parent's files (failed edits give a bundle that says why)."""
+        of the parent's files (failed edits give a bundle that says why). An answer cut at the
+        output limit gives only a program it completed: the block it was cut in is dropped."""
+        if cut:
+            text = _without_open_block(text)
         return kind_of(self.task).extract(self.task, text, parent.source or self.task.reference)
 
     async def _scores(
@@ -307,13 +349,17 @@ class Search:
         scored = iter(await self.value.score(observation, programs)) if programs else iter(())
         return [next(scored) if source is not None else None for source in sources]
 
-    async def _propose(self, step: int, expansion: Expansion) -> tuple[list[str], str]:
+    async def _propose(self, step: int, expansion: Expansion) -> _Answers:
         """The policy's answers for one expansion, and the observation it saw."""
         purpose = f"policy:{step}:{expansion.parent.node_id}"
         asked = self._asked(expansion)
         recorded = self.store.find_call(self.run_id, purpose)
         if recorded is not None and len(recorded.responses) >= asked:
-            return list(recorded.responses), recorded.messages[-1].content
+            return _Answers(
+                list(recorded.responses),
+                [limit_if_cut(reason, recorded.max_tokens) for reason in recorded.finish_reasons],
+                recorded.messages[-1].content,
+            )
         history = History(
             task=self.task,
             parent=expansion.parent,
@@ -333,14 +379,26 @@ class Search:
         request = LLMRequest.from_prompt(
             user,
             system=system,
+            # The task and the reference open every prompt but the root's (which ends with
+            # the reference): the prefix a provider's cache can serve again.
+            cache_prefix=stable_prefix(user, self.task.reference)
+            if self.config.prompt_cache
+            else 0,
             n=asked,
             temperature=self.config.temperature,
             max_tokens=self.config.max_tokens,
+            timeout=self.config.request_timeout,
+            reasoning_effort=self.config.reasoning_effort,
             purpose=purpose,
             options=options,
         )
         completions = await self.policy.generate(request)
-        return [completion.text for completion in completions], user
+        limit = request.max_tokens
+        return _Answers(
+            [completion.text for completion in completions],
+            [limit_if_cut(completion.finish_reason, limit) for completion in completions],
+            user,
+        )
 
     def _add_node(
         self,

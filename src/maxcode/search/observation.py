@@ -14,6 +14,9 @@ The parts add to it:
 - ``critique``: the critic's diagnosis next to every attempt shown;
 - ``best``: the best program so far with its measured speedup, its feedback and how many steps
   ago it was found.
+
+Whatever the parts, a prompt says so when earlier answers were cut at the output limit, and how
+long an answer may be (``cut_note``); the critic's prompt says it of the attempt it reviews.
 """
 
 from __future__ import annotations
@@ -331,6 +334,11 @@ def attempt_summary(node: Node) -> str:
     """One line on where a node stands (for prompts and reports)."""
     if node.is_root:
         return "the reference"
+    if node.source is None and node.cut_at is not None:
+        return (
+            f"the answer was cut off at the output limit ({node.cut_at} tokens) before its "
+            "program was complete"
+        )
     if node.source is None:
         return "the answer held no program"
     if node.duplicate_of:
@@ -362,6 +370,33 @@ def _trim(
 def _size(view: dict[str, Any]) -> int:
     return sum(
         len(str(view.get(key) or "")) for key in ("source", "feedback", "critique", "summary")
+    )
+
+
+def _length_rule(limit: int) -> str:
+    return f"{limit} tokens (about {limit * CHARS_PER_TOKEN:,} characters)"
+
+
+def cut_note(attempts: list[Node]) -> str:
+    """What the policy reads when earlier answers stopped at the output limit: which, and how
+    long an answer may be (empty when none did)."""
+    cut = [node for node in attempts if node.cut_at is not None]
+    if not cut:
+        return ""
+    lost = sum(1 for node in cut if node.source is None)
+    shown = ", ".join(node.node_id for node in cut[-6:])
+    if len(cut) == 1:
+        what = f"attempt {shown} was cut off at the output limit"
+        what += " before its program was complete" if lost else " after its program"
+    else:
+        what = f"{len(cut)} attempts ({shown}) were cut off at the output limit"
+        if lost:
+            what += f", {lost} of them before their program was complete"
+    if lost:
+        what += " (an incomplete program is not judged: it earns nothing)"
+    return (
+        f"Cut answers: {what}. Your whole answer must fit in {_length_rule(cut[-1].cut_at or 0)}: "
+        "a sentence or two, then the program, once."
     )
 
 
@@ -417,7 +452,13 @@ def build_policy_prompt(history: History) -> tuple[str, str]:
         backend=kernel_backend(history.backend, history.device),
         tolerance="1e-4 (float32) or 1e-2 (half precision)",
     )
-    user = render(f"{folder}/policy.j2", task=history.task, parent=parent, **variables)
+    user = render(
+        f"{folder}/policy.j2",
+        task=history.task,
+        parent=parent,
+        cut_note=cut_note(history.attempts),
+        **variables,
+    )
     return system, user
 
 
@@ -425,11 +466,19 @@ def build_critic_prompt(task: Task, node: Node) -> tuple[str, str]:
     """The critic's (system, user) messages for one evaluated node."""
     folder = template_set(task)
     system = render(f"{folder}/critic_system.j2")
+    note = ""
+    if node.cut_at is not None:
+        note = (
+            "The answer that held this program was cut off at the output limit, "
+            f"{_length_rule(node.cut_at)}, after the program was complete; if its length is "
+            "the problem, say how to make it shorter."
+        )
     user = render(
         f"{folder}/critic.j2",
         task=task,
         node_id=node.node_id,
         source=node.source or "",
         feedback=describe_feedback(node.feedback),
+        cut_note=note,
     )
     return system, user

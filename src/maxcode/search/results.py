@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from maxcode.search.config import MAXCODE_PARTS
 from maxcode.store import RunRecord, RunStore
 from maxcode.types import Feedback
 
@@ -112,6 +113,17 @@ def run_result(store: RunStore, record: RunRecord) -> RunResult:
     )
 
 
+def method_label(record: RunRecord) -> str:
+    """The method as ``maxcode bench`` names it: the bench's label, else the search method with
+    ``+maxcode`` when the run is its MaxCode variant (the observation ``--maxcode`` gives)."""
+    if record.bench_label:
+        return record.bench_label
+    observation = record.config.get("observation")
+    if observation is not None and tuple(observation) == MAXCODE_PARTS:
+        return f"{record.method}+maxcode"
+    return record.method
+
+
 def run_isolation(record: RunRecord) -> str:
     """The level a run's candidates ran under (a run stored before it was recorded: its
     configuration's setting)."""
@@ -129,6 +141,7 @@ def runs_json(store: RunStore) -> list[dict[str, Any]]:
                 "run_id": run.run_id,
                 "task": run.task_name,
                 "method": run.method,
+                "label": method_label(run),
                 "status": run.status,
                 "best_speedup": run.best_speedup,
                 **_result_json(store, run),

@@ -8,15 +8,17 @@ from typing import Literal
 from maxcode.errors import MaxcodeError
 from maxcode.kinds import kind_named
 from maxcode.kinds.load import load_task
+from maxcode.llm import LLMCall
 from maxcode.search.program_key import legacy_key, program_key
 from maxcode.store import RunStore
 from maxcode.types import Feedback
 
 NodeStatus = Literal[
-    "reference", "no_code", "compile_error", "incorrect", "correct", "suspect", "unevaluated"
+    "reference", "no_code", "cut", "compile_error", "incorrect", "correct", "suspect", "unevaluated"
 ]
 """``suspect``: correct output, but a void finding of the integrity policy took the reward
-(``Feedback.suspect`` says which); such a node is never the best, never verified."""
+(``Feedback.suspect`` says which); such a node is never the best, never verified. ``cut``: the
+answer stopped at the output limit before its program was complete (``Node.cut_at``)."""
 
 
 @dataclass(eq=False)
@@ -47,6 +49,9 @@ class Node:
     """The value function's estimate, when one ranked the proposals."""
     selected: bool = True
     """Chosen for evaluation (the value function keeps only the top k of the proposals)."""
+    cut_at: int | None = None
+    """The output limit (tokens) the policy's answer stopped at (finish reason ``length``);
+    None: it ended by itself. A cut answer's program is used only when it was complete."""
 
     @property
     def depth(self) -> int:
@@ -87,7 +92,7 @@ class Node:
         if self.is_root:
             return "reference"
         if self.source is None:
-            return "no_code"
+            return "no_code" if self.cut_at is None else "cut"
         if self.feedback is None:
             return "unevaluated"
         if not self.feedback.compiled:
@@ -128,6 +133,19 @@ def evaluation_keys(store: RunStore, run_id: str, source: str, language: str) ->
     return [key]
 
 
+def limit_if_cut(finish_reason: str | None, limit: int | None) -> int | None:
+    """The output limit an answer stopped at, when its ``finish_reason`` says it was cut there
+    (``length``); None when it ended by itself."""
+    return (limit or 0) if finish_reason == "length" else None
+
+
+def answer_cut_at(call: LLMCall | None, answer: str) -> int | None:
+    """The output limit an answer of ``call`` was cut at (None: not cut, or not known)."""
+    if call is None or answer not in call.responses:
+        return None
+    return limit_if_cut(call.finish_reasons[call.responses.index(answer)], call.max_tokens)
+
+
 def load_tree(store: RunStore, run_id: str) -> list[Node]:
     """A stored run's search tree, root first, with feedback and critiques."""
     record = store.get_run(run_id)
@@ -140,10 +158,15 @@ def load_tree(store: RunStore, run_id: str) -> list[Node]:
     root = Node("0", None, 0, reference)
     nodes = {"0": root}
     first_with_key: dict[str, Node] = {}
+    calls: dict[str, LLMCall | None] = {}
     for stored in store.nodes(record.run_id):
         source = store.get_candidate(stored.candidate_sha256) if stored.candidate_sha256 else None
         parent = nodes.get(stored.parent_id or "0", root)
         node = Node(stored.node_id, parent, stored.step, source, completion=stored.completion)
+        if stored.prompt_call:
+            if stored.prompt_call not in calls:
+                calls[stored.prompt_call] = store.find_call(record.run_id, stored.prompt_call)
+            node.cut_at = answer_cut_at(calls[stored.prompt_call], stored.completion)
         if source is not None:
             keys = evaluation_keys(store, record.run_id, source, language)
             original = first_with_key.get(keys[0])

@@ -459,18 +459,25 @@ class RunStore:
         return LLMCall.model_validate_json(row[0]) if row else None
 
     def usage(self, run_id: str) -> dict[str, Any]:
-        """Calls, tokens and cost of a run (cost None when any call's price was unknown)."""
+        """Calls, tokens and cost of a run (cost None when any call's price was unknown); of
+        the prompt tokens, those a provider's prompt cache served; of the completion tokens,
+        those spent reasoning (both from the calls' records, 0 where unreported)."""
         row = self._execute(
             "SELECT COUNT(*), COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0),"
-            " COALESCE(SUM(cost_usd), 0), SUM(cost_usd IS NULL) FROM llm_calls WHERE run_id = ?",
+            " COALESCE(SUM(cost_usd), 0), SUM(cost_usd IS NULL),"
+            " COALESCE(SUM(json_extract(call_json, '$.cached_prompt_tokens')), 0),"
+            " COALESCE(SUM(json_extract(call_json, '$.reasoning_tokens')), 0)"
+            " FROM llm_calls WHERE run_id = ?",
             (run_id,),
         ).fetchone()
-        calls, prompt, completion, cost, unknown = row
+        calls, prompt, completion, cost, unknown, cached, reasoning = row
         return {
             "llm_calls": int(calls),
             "prompt_tokens": int(prompt),
             "completion_tokens": int(completion),
             "cost_usd": None if unknown else float(cost),
+            "cached_prompt_tokens": int(cached),
+            "reasoning_tokens": int(reasoning),
         }
 
 

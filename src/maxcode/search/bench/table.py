@@ -47,6 +47,9 @@ class MethodRow:
     sample standard deviation of that column computed on each trial alone (0 for one trial)."""
     tokens: int = 0
     """LLM tokens over all runs."""
+    cached_tokens: int = 0
+    """Of ``tokens``, prompt tokens a provider's prompt cache served (billed at its cached
+    price: the saving of ``--prompt-cache``)."""
     cost_usd: float | None = 0.0
     """LLM cost over all runs (None when a price is unknown)."""
     unfinished: int = 0
@@ -130,6 +133,7 @@ def bench_table(
         row.evaluations += evaluations
         row.max_evals = run.config.get("max_evals") or row.max_evals
         row.tokens += usage["prompt_tokens"] + usage["completion_tokens"]
+        row.cached_tokens += usage["cached_prompt_tokens"]
         if row.cost_usd is not None:
             row.cost_usd = None if usage["cost_usd"] is None else row.cost_usd + usage["cost_usd"]
         level = run_isolation(run)

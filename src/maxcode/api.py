@@ -117,20 +117,23 @@ def optimize(
     ``MAXCODE_HOME/maxcode.db``); ``maxcode``: the MaxCode variant (``--maxcode``,
     ``maxcode.search.config.maxcode_variant``); ``settings``: the search's options (``depth``,
     ``candidates``, ``max_usd``, ``workers``, ...). The run is recorded: ``resume=RUN_ID``
-    (``maxcode optimize --resume``) continues it if it stops, with only ``base_url`` and the
-    budgets (``max_usd``, ``max_llm_tokens``, ``max_llm_calls``) among ``settings``."""
+    (``maxcode optimize --resume``) continues it if it stops, with only ``base_url``, the
+    budgets (``max_usd``, ``max_llm_tokens``, ``max_llm_calls``) and ``request_timeout`` among
+    ``settings``."""
     from maxcode.kinds import check_timing_settings
-    from maxcode.search.api import BUDGET_SETTINGS, new_run, run_search
+    from maxcode.search.api import RESUMABLE_SETTINGS, new_run, run_search
     from maxcode.search.config import make_config, maxcode_variant
     from maxcode.store import open_store
 
     base_url = settings.pop("base_url", None)
     if resume is not None:
-        # A resumed run keeps its stored settings: only its endpoint and budgets may change.
-        others = set(settings) - set(BUDGET_SETTINGS)
+        # A resumed run keeps its stored settings: only its endpoint, budgets and
+        # request timeout may change.
+        others = set(settings) - set(RESUMABLE_SETTINGS)
         if task is not None or others or model or method or maxcode:
             raise MaxcodeError(
-                "--resume takes only --base-url, --store, --output, --json and the budget limits"
+                "--resume takes only --base-url, --store, --output, --json, --request-timeout"
+                " and the budget limits"
             )
     elif task is None:
         raise MaxcodeError("name a TASK to optimize, or --resume RUN_ID")
@@ -156,7 +159,7 @@ def optimize(
             base_url=base_url,
             output=Path(output) if output is not None else None,
             on_step=on_step,
-            budget_overrides=settings,
+            overrides=settings,
         )
     except KeyboardInterrupt:
         raise RunInterrupted(resume) from None

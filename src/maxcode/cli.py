@@ -205,19 +205,20 @@ def optimize_command(
 ) -> None:
     """Search for a faster version of TASK's program."""
     from maxcode.api import optimize
-    from maxcode.search.api import BUDGET_SETTINGS
+    from maxcode.search.api import RESUMABLE_SETTINGS
 
     on_line = typed(ctx)
     if resume_id:
         # A resumed run keeps its stored settings (isolation included): MAXCODE_* variables in
         # the environment are ignored for it, a flag on the command line is an error, and only
-        # a budget typed on the command line raises a stored one.
-        allowed = {"resume_id", "base_url", "store_path", "as_json", "output", *BUDGET_SETTINGS}
+        # a budget or a request timeout typed on the command line changes a stored one.
+        allowed = {"resume_id", "base_url", "store_path", "as_json", "output", *RESUMABLE_SETTINGS}
         if task or on_line - allowed:
             raise MaxcodeError(
-                "--resume takes only --base-url, --store, --output, --json and the budget limits"
+                "--resume takes only --base-url, --store, --output, --json, --request-timeout"
+                " and the budget limits"
             )
-        settings = {name: flags[name] for name in on_line & set(BUDGET_SETTINGS)}
+        settings = {name: flags[name] for name in on_line & set(RESUMABLE_SETTINGS)}
     else:
         settings = _search_settings(given(ctx), flags, config_file, observation)
     try:

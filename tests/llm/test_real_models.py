@@ -128,6 +128,27 @@ def test_a_request_that_times_out_is_said_with_the_attempts_it_paid_for(tmp_path
     assert (call.attempts, call.timeouts, call.timeout_s) == (1, 1, 0.5)
 
 
+def test_a_run_stopped_by_a_timeout_resumes_with_a_longer_wait(tmp_path: Path) -> None:
+    store = tmp_path / "runs.db"
+    with serving(answering(Step(texts=[fenced(FAST)], delay_s=2.0))) as server:
+        first = run_optimize(
+            str(TASK), "--model", "openai/gpt-4o-mini", "--base-url", server.url,
+            "--depth", "1", "--candidates", "1", "--request-timeout", "0.5",
+            "--store", str(store),
+        )  # fmt: skip
+        assert first.returncode == 2, first.stderr
+        [run] = RunStore(store).list_runs()
+        again = run_optimize(
+            "--resume", run.run_id, "--base-url", server.url, "--request-timeout", "30",
+            "--store", str(store),
+        )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    resumed = RunStore(store).get_run(run.run_id)
+    assert resumed is not None and resumed.status == "done"
+    assert resumed.config["request_timeout"] == 0.5  # the stored run keeps its own setting
+    assert [call.timeout_s for call in calls(store, "policy:1:0")][-1] == 30.0
+
+
 @pytest.mark.parametrize(
     ("option", "value"), [("--reasoning-effort", "extreme"), ("--request-timeout", "0")]
 )

@@ -27,7 +27,9 @@ from maxcode.store import RunRecord, RunStore
 from maxcode.tasks import Task
 
 UNSAFE = "expected outputs are readable and state may survive between runs"
-BUDGET_SETTINGS = ("max_usd", "max_llm_tokens", "max_llm_calls")
+RESUMABLE_SETTINGS = ("max_usd", "max_llm_tokens", "max_llm_calls", "request_timeout")
+"""What a resumed run may change: its budgets and the wait for one answer (a run that stopped
+on a slow model resumes with a longer ``--request-timeout``)."""
 
 
 @dataclass(frozen=True)
@@ -117,12 +119,12 @@ def run_search(
     base_url: str | None = None,
     output: Path | None = None,
     on_step: Callable[[StepReport], None] = lambda report: None,
-    budget_overrides: dict[str, Any] | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> RunSummary:
     """Run (or resume) a recorded run to its end; Ctrl-C and a spent budget stop it cleanly.
 
-    ``budget_overrides`` (``max_usd``, ``max_llm_tokens``, ``max_llm_calls``) raise or lower
-    the limits of a resumed run; nothing else of a run's configuration may change."""
+    ``overrides`` (``RESUMABLE_SETTINGS``: the budgets, the request timeout) change those of a
+    resumed run; nothing else of a run's configuration may change."""
     return asyncio.run(
         run_search_async(
             store,
@@ -130,7 +132,7 @@ def run_search(
             base_url=base_url,
             output=output,
             on_step=on_step,
-            budget_overrides=budget_overrides,
+            overrides=overrides,
         )
     )
 
@@ -142,7 +144,7 @@ async def run_search_async(
     base_url: str | None = None,
     output: Path | None = None,
     on_step: Callable[[StepReport], None] = lambda report: None,
-    budget_overrides: dict[str, Any] | None = None,
+    overrides: dict[str, Any] | None = None,
     executor: Executor | None = None,
 ) -> RunSummary:
     """``run_search`` inside an event loop; ``executor`` (kept open) may be shared by runs."""
@@ -152,8 +154,8 @@ async def run_search_async(
     run_id = record.run_id
     overrides = {
         key: value
-        for key, value in (budget_overrides or {}).items()
-        if key in BUDGET_SETTINGS and value is not None
+        for key, value in (overrides or {}).items()
+        if key in RESUMABLE_SETTINGS and value is not None
     }
     config = SearchConfig.model_validate({**record.config, **overrides, "base_url": base_url})
     task = load_task(record.task_spec, config.pie_tests, config.scale)

@@ -16,14 +16,13 @@ from typing import Any
 
 import pytest
 
-from maxcode.kinds.kernelbench.channel import Conversation
-from maxcode.kinds.kernelbench.outputs import Comparison
+from maxcode.kinds.kernelbench.listener import Conversation
+from maxcode.kinds.kernelbench.outputs import SEALS, Comparer
 from maxcode.kinds.kernelbench.schedule import (
-    Schedule,
+    Round,
     Stopping,
     TimedPlan,
 )
-from maxcode.kinds.kernelbench.shared import SEALS
 from maxcode.kinds.kernelbench.worker.protocol import Phase, Side
 
 LATE_S = 0.03
@@ -148,7 +147,7 @@ def _script(
 
 
 def _converse(
-    schedule: Schedule,
+    schedule: Round,
     reference: dict[str, object] | None = None,
     candidate: dict[str, object] | None = None,
 ) -> tuple[Conversation, Conversation]:
@@ -181,14 +180,14 @@ def test_the_harness_cost_is_the_least_identity_chunk_not_one_the_parent_stamped
     # per-call cost larger than a clock-patching candidate's whole window, which netted it to
     # nothing and hid the lie from the marker check (1 fresh-clone run, 3 of 30 repeats).
     late = {("O", 0), ("O", 1)}
-    schedule = Schedule(TimedPlan(), Stopping(trials=8))
+    schedule = Round(TimedPlan(), Stopping(trials=8))
     reference, candidate = _converse(schedule, reference={"late": late})
     assert reference.problem is None and candidate.problem is None
-    assert reference.complete("O") and len(reference.chunk_times("O")) == 4
-    calls = len(reference.chunk_times("O")[0])
+    assert reference.measured("O").complete and len(reference.measured("O").chunk_times) == 4
+    calls = len(reference.measured("O").chunk_times[0])
     # Half the identity chunks were held LATE_S between their markers: the median says so, the
     # least does not.
-    median, least = reference.per_call("O"), reference.least_per_call("O")
+    median, least = reference.measured("O").per_call(), reference.measured("O").least_per_call()
     assert median is not None and least is not None
     assert median >= LATE_S / calls / 2 - 1e-9
     assert least < LATE_S / calls / 2
@@ -202,11 +201,11 @@ def test_on_a_gpu_the_reward_is_the_parent_s_clock_not_the_claims() -> None:
     torch = pytest.importorskip("torch")
     from maxcode.harness.sandbox import Sandbox
     from maxcode.kinds.kernelbench.judge import Judge
-    from maxcode.kinds.kernelbench.settings import KernelBenchSettings
+    from maxcode.kinds.kernelbench.parameters import KernelBenchSettings
     from maxcode.kinds.load import load_task
     from tests.helpers import REPO
 
-    schedule = Schedule(TimedPlan(), Stopping(trials=16))
+    schedule = Round(TimedPlan(), Stopping(trials=16))
     reference, candidate = _converse(
         schedule,
         reference={"claim_s": 2e-4, "hold_s": 0.005},
@@ -217,7 +216,7 @@ def test_on_a_gpu_the_reward_is_the_parent_s_clock_not_the_claims() -> None:
     sides = [type("Side", (), {"conversation": side})() for side in (reference, candidate)]
     for device in ("cuda", "cpu"):
         settings = KernelBenchSettings(device=device)
-        judge = Judge.start(torch, task, settings, "digest", Sandbox(), schedule.plan)
+        judge = Judge.start(torch, task, settings, "digest", Sandbox(), schedule)
         estimate = judge._paired(*sides)  # type: ignore[arg-type]
         # On a CPU the scripted workers have no CPU clock to read: the claims (exactly 2x)
         # stand there (the window check voids that, ``_host_check``); on a GPU the stamps
@@ -231,7 +230,7 @@ def test_an_error_of_any_kind_in_a_worker_s_message_ends_its_conversation_at_onc
     # torch raised TypeError on this header; the serving thread caught only ValueError and
     # OSError, so it died without a word and the worker waited on its descriptor until the
     # candidate's time limit (an evaluation seen stuck for over 10 minutes).
-    schedule = Schedule(TimedPlan(), Stopping(trials=8))
+    schedule = Round(TimedPlan(), Stopping(trials=8))
     reference = Conversation(schedule, Side.REFERENCE, [1, 2, 3], (Phase.PAIRS, Phase.IDENTITY))
     candidate = Conversation(schedule, Side.CANDIDATE, [1, 2, 3], (Phase.PAIRS,))
     # The header validates, but the file sent with it is a pipe, not a sealed memory file.
@@ -263,8 +262,8 @@ def test_kept_outputs_are_compared_between_chunks_and_no_output_byte_crosses_the
     # for the scaled level1/21_Sigmoid). Now they stay in the workers' sealed memory files,
     # compared as soon as both sides' are in: the socket carries headers only.
     torch = pytest.importorskip("torch")
-    schedule = Schedule(TimedPlan(), Stopping(trials=8))
-    schedule.kept.compare_with(Comparison(torch))
+    schedule = Round(TimedPlan(), Stopping(trials=8))
+    schedule.kept.compare_with(Comparer(torch))
     compared_before: list[int] = []
     original = schedule.kept.settle
 
@@ -297,7 +296,7 @@ def test_an_output_file_the_worker_did_not_seal_is_refused() -> None:
     # Unsealed, the worker (or anything the candidate left running) could change an output
     # while the parent reads it.
     pytest.importorskip("torch")
-    schedule = Schedule(TimedPlan(), Stopping(trials=8))
+    schedule = Round(TimedPlan(), Stopping(trials=8))
     reference, candidate = _converse(schedule, candidate={"unsealed": True})
     assert reference.problem is None
     assert candidate.problem is not None and "not sealed" in candidate.problem
@@ -344,10 +343,10 @@ def _checked(seed: int, values: dict[str, float]) -> tuple[dict[str, object], by
 
 def _run_checked(
     checked: list[tuple[dict[str, object], bytes]],
-) -> tuple[Schedule, Conversation]:
+) -> tuple[Round, Conversation]:
     # The reference is ready late: the candidate's check seeds wait for its sizes, so its
     # checked tensors are always held to them.
-    schedule = Schedule(TimedPlan(), Stopping(trials=4))
+    schedule = Round(TimedPlan(), Stopping(trials=4))
     _, candidate = _converse(schedule, reference={"ready_s": 0.2}, candidate={"checked": checked})
     return schedule, candidate
 

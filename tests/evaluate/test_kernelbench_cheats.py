@@ -38,7 +38,7 @@ def judge(fixture: str, isolation: str, scale: float = 1 / 16) -> Feedback:
 
 
 def assert_no_clean_reward(feedback: Feedback) -> None:
-    assert feedback.speedup == 0.0, (feedback.flags, feedback.timings)
+    assert feedback.speedup == 0.0, (feedback.flags, feedback.kernelbench.timings)
     assert not feedback.correct or feedback.suspect is not None
 
 
@@ -85,7 +85,10 @@ def test_answers_made_while_the_harness_makes_inputs_are_seen_by_host_time(
     elif not any(flag.startswith("outside:") for flag in feedback.flags):
         # Not void and nothing charged: nothing was hidden, so nothing was gained.
         assert feedback.speedup_interval is not None, feedback.flags
-        assert feedback.speedup_interval[0] < 1.5, (feedback.speedup_interval, feedback.timings)
+        assert feedback.speedup_interval[0] < 1.5, (
+            feedback.speedup_interval,
+            feedback.kernelbench.timings,
+        )
 
 
 @pytest.mark.parametrize("isolation", LEVELS)
@@ -116,8 +119,8 @@ def test_no_host_evidence_no_reward(fixture: str, isolation: str) -> None:
 def test_the_spec_file_holds_no_seed_of_a_checked_or_timed_input(tmp_path: Path) -> None:
     """What a worker can read before its model is built: problem, candidate, the weights' seed
     and the warm-up seeds, each drawn on its own."""
+    from maxcode.kinds.kernelbench.parameters import KernelBenchSettings
     from maxcode.kinds.kernelbench.runner import Job
-    from maxcode.kinds.kernelbench.settings import KernelBenchSettings
 
     task = load_task(str(PROBLEM))
     job = Job.write(task, "class ModelNew: pass\n")
@@ -143,7 +146,7 @@ def test_answers_computed_ahead_within_a_chunk_gain_nothing() -> None:
     assert feedback.speedup_interval is not None or feedback.suspect is not None
     assert feedback.suspect is not None or feedback.speedup_interval[0] < 1.5, (  # type: ignore[index]
         feedback.speedup_interval,
-        feedback.timings,
+        feedback.kernelbench.timings,
     )
 
 

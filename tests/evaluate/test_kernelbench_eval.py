@@ -19,7 +19,7 @@ import pytest
 from maxcode.harness.integrity import void_findings
 from maxcode.harness.turns import timing_cpu
 from maxcode.kinds import evaluate_task
-from maxcode.kinds.kernelbench.schedule import Schedule
+from maxcode.kinds.kernelbench.schedule import Round
 from maxcode.kinds.load import load_task
 from maxcode.types import Feedback
 from tests.helpers import (
@@ -60,7 +60,7 @@ class Judged:
     """One evaluation and the timing schedules it made."""
 
     feedback: Feedback
-    schedules: list[Schedule]
+    schedules: list[Round]
 
 
 @pytest.fixture(scope="module")
@@ -69,16 +69,16 @@ def honest(tmp_path_factory: pytest.TempPathFactory) -> Judged:
     different parts of the same verdict: its timing, its roofline, its lack of profiles."""
     from maxcode.kinds.kernelbench import evaluator
 
-    schedules: list[Schedule] = []
+    schedules: list[Round] = []
 
-    class Recorded(Schedule):
+    class Recorded(Round):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             schedules.append(self)
 
     with pytest.MonkeyPatch.context() as patch:
         make_hermetic(patch, tmp_path_factory.mktemp("maxcode-home"))
-        patch.setattr(evaluator, "Schedule", Recorded)
+        patch.setattr(evaluator, "Round", Recorded)
         return Judged(judge(CHEATS / "honest.py"), schedules)
 
 
@@ -89,7 +89,10 @@ def test_an_honest_candidate_is_correct_and_timed_against_eager(honest: Judged) 
     assert feedback.speedup > 0 and feedback.error is None
     assert void_findings(feedback.flags) == []
     assert feedback.isolation == "bwrap" and feedback.device == "cpu"
-    reference, candidate = feedback.timings["reference"], feedback.timings["candidate"]
+    reference, candidate = (
+        feedback.kernelbench.timings["reference"],
+        feedback.kernelbench.timings["candidate"],
+    )
     assert reference.trials == candidate.trials == 20
     assert reference.median_s > 0 and candidate.median_s > 0
     assert reference.host_s is not None and candidate.host_s is not None
@@ -100,18 +103,21 @@ def test_an_honest_candidate_is_correct_and_timed_against_eager(honest: Judged) 
     assert feedback.speedup_interval is not None
     low, high = feedback.speedup_interval
     assert 0 < low <= feedback.speedup <= high
-    assert "compile" not in feedback.timings and feedback.speedup_vs_compile is None
+    assert (
+        "compile" not in feedback.kernelbench.timings
+        and feedback.kernelbench.speedup_vs_compile is None
+    )
     # The harness's own cost per call, measured with an identity model, is below both.
-    harness = feedback.timings["harness"]
+    harness = feedback.kernelbench.timings["harness"]
     assert 1 <= harness.trials <= 20 and 0 < harness.median_s < reference.median_s
     # Both workers were alive together and took turns: 20 calls as ten chunks of 2 per side
     # (a ninth of the calls at most: a warm-up pair and eight more at least), reference chunk
     # n before candidate chunk n, then the reference's identity model.
     (schedule,) = schedules
-    timed = [(side, chunk) for side, phase, chunk in schedule.order if phase == "K"]
+    timed = [(side, chunk) for side, phase, chunk in schedule.turns.order if phase == "K"]
     assert timed == [(side, n) for n in range(10) for side in ("reference", "candidate")]
-    assert [len(times) for times in schedule.times["candidate"]] == [2] * 10
-    assert {phase for _, phase, _ in schedule.order} == {"K", "O"}
+    assert [len(times) for times in schedule.turns.times["candidate"]] == [2] * 10
+    assert {phase for _, phase, _ in schedule.turns.order} == {"K", "O"}
     # Where the evaluation's seconds went, phase by phase.
     assert {"start", "startup", "checks", "timing", "finish", "judging"} <= set(feedback.phases)
     assert all(seconds >= 0 for seconds in feedback.phases.values())
@@ -119,7 +125,7 @@ def test_an_honest_candidate_is_correct_and_timed_against_eager(honest: Judged) 
     # sides), making their inputs and sending their outputs, together no more than the window
     # (the candidate's last chunk may free its outputs just after the window closed).
     phases = feedback.phases
-    received = sum(sum(times) for side in schedule.times.values() for times in side)
+    received = sum(sum(times) for side in schedule.turns.times.values() for times in side)
     assert phases["calls"] == pytest.approx(received, abs=2e-4)
     assert phases["inputs"] > 0 and phases["outputs"] > 0
     assert phases["calls"] + phases["inputs"] + phases["outputs"] <= phases["timing"] + 0.05
@@ -151,17 +157,21 @@ def test_maxcode_eval_json_has_the_contract_fields_and_the_compile_baseline(
     ):
         assert key in printed
     assert printed["correct"] is True and printed["metric"] == "wall"
-    assert printed["timings"]["compile"]["median_s"] > 0
-    assert printed["speedup_vs_compile"] > 0
-    assert printed["shape_scale"] == 1.0
+    assert printed["kernelbench"]["timings"]["compile"]["median_s"] > 0
+    assert printed["kernelbench"]["speedup_vs_compile"] > 0
+    assert printed["kernelbench"]["shape_scale"] == 1.0
     # A reported number: fresh worker pairs sampled the bias of one pair of processes (as
     # many as the suite's MAXCODE_MOST_ROUNDS allows).
-    assert printed["rounds"] == SUITE_ROUNDS and printed["repeats"] == 10 * SUITE_ROUNDS
-    assert len(printed["per_round"]) == SUITE_ROUNDS
+    assert (
+        printed["kernelbench"]["rounds"] == SUITE_ROUNDS and printed["repeats"] == 10 * SUITE_ROUNDS
+    )
+    assert len(printed["kernelbench"]["per_round"]) == SUITE_ROUNDS
     each = {"speedup", "interval", "reference_s", "candidate_s"}
-    assert all(set(done) == each for done in printed["per_round"])
+    assert all(set(done) == each for done in printed["kernelbench"]["per_round"])
     # Every timed round carries both sides' medians (present, whatever their values).
-    sides = [(done["reference_s"], done["candidate_s"]) for done in printed["per_round"]]
+    sides = [
+        (done["reference_s"], done["candidate_s"]) for done in printed["kernelbench"]["per_round"]
+    ]
     assert all(isinstance(ref, float) and isinstance(cand, float) for ref, cand in sides)
 
 
@@ -174,26 +184,32 @@ def test_the_compile_baseline_is_measured_once_per_task(
     from maxcode.kinds.kernelbench import evaluator
 
     make_hermetic(monkeypatch, tmp_path / "home")
-    schedules: list[Schedule] = []
+    schedules: list[Round] = []
 
-    class Recorded(Schedule):
+    class Recorded(Round):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             schedules.append(self)
 
-    monkeypatch.setattr(evaluator, "Schedule", Recorded)
+    monkeypatch.setattr(evaluator, "Round", Recorded)
     # Shapes of its own: measurements per task are kept in the process too.
     problem = write_problem(tmp_path, "return x @ x.T", inputs="[torch.randn(24, 40)]")
     source = model_new("return torch.mm(x, x.t())")
     first, second = (judge(source, problem, compile_baseline=True) for _ in range(2))
-    timed = [{phase for _, phase, _ in schedule.order} for schedule in schedules]
+    timed = [{phase for _, phase, _ in schedule.turns.order} for schedule in schedules]
     assert timed == [{"K", "O", "C"}, {"K", "O"}]
     for feedback in (first, second):
         assert feedback.correct and feedback.suspect is None, (feedback.error, feedback.flags)
-        assert feedback.speedup_vs_compile is not None and feedback.speedup_vs_compile > 0
-    assert second.timings["compile"] == first.timings["compile"]
-    ratio = first.timings["compile"].median_s / first.timings["reference"].median_s
-    assert second.speedup_vs_compile == pytest.approx(ratio * second.speedup)
+        assert (
+            feedback.kernelbench.speedup_vs_compile is not None
+            and feedback.kernelbench.speedup_vs_compile > 0
+        )
+    assert second.kernelbench.timings["compile"] == first.kernelbench.timings["compile"]
+    ratio = (
+        first.kernelbench.timings["compile"].median_s
+        / first.kernelbench.timings["reference"].median_s
+    )
+    assert second.kernelbench.speedup_vs_compile == pytest.approx(ratio * second.speedup)
 
 
 @pytest.mark.parametrize(
@@ -230,10 +246,10 @@ def test_cheats_on_the_clock_and_the_reference_gain_nothing(fixture: str) -> Non
     # Each does at least the reference's work, so honest timing cannot make it much faster:
     # the 95% interval of the paired estimate reaches below 1.5x (a bound far from both the
     # patched clock's claim and a slowed reference's 20x; one draw of noise cannot cross it).
-    assert feedback.speedup_interval is not None, feedback.timings
+    assert feedback.speedup_interval is not None, feedback.kernelbench.timings
     assert feedback.suspect is not None or feedback.speedup_interval[0] < 1.5, (
         feedback.speedup_interval,
-        feedback.timings,
+        feedback.kernelbench.timings,
     )
 
 
@@ -244,7 +260,10 @@ def test_a_cache_keyed_on_input_addresses_gains_nothing() -> None:
     feedback = judge(CHEATS / "cache_by_pointer.py")
     if feedback.correct and feedback.suspect is None:
         assert feedback.speedup_interval is not None
-        assert feedback.speedup_interval[0] < 1.5, (feedback.speedup_interval, feedback.timings)
+        assert feedback.speedup_interval[0] < 1.5, (
+            feedback.speedup_interval,
+            feedback.kernelbench.timings,
+        )
 
 
 def test_a_candidate_that_patches_the_harness_clock_is_caught_by_host_time() -> None:
@@ -279,7 +298,10 @@ def test_a_harness_clock_slowed_by_less_than_half_gains_nothing() -> None:
     assert any(flag.startswith("clock:") for flag in feedback.flags), feedback.flags
     assert feedback.speedup_interval is not None
     # The reference's own work, by the CPU clock: far from the claim's 1.67x.
-    assert feedback.speedup_interval[0] < 1.5, (feedback.speedup_interval, feedback.timings)
+    assert feedback.speedup_interval[0] < 1.5, (
+        feedback.speedup_interval,
+        feedback.kernelbench.timings,
+    )
 
 
 def test_a_program_hogging_the_timing_cpu_voids_no_honest_rewrite(tmp_path: Path) -> None:
@@ -309,7 +331,10 @@ def test_a_program_hogging_the_timing_cpu_voids_no_honest_rewrite(tmp_path: Path
     assert feedback.suspect is None, feedback.flags
     assert not any(flag.startswith("hidden:") for flag in feedback.flags), feedback.flags
     # A timed verdict, not one that stopped before the window: its calls were counted.
-    assert feedback.timings["candidate"].trials > 0 and feedback.speedup_interval is not None
+    assert (
+        feedback.kernelbench.timings["candidate"].trials > 0
+        and feedback.speedup_interval is not None
+    )
 
 
 @pytest.mark.parametrize(
@@ -323,24 +348,24 @@ def test_a_parent_late_to_stamp_the_markers_voids_no_honest_clock(
     (``timing:``). Here every timed chunk's end marker is stamped 5 ms late, against calls of
     about 0.2 ms: the worker's CPU clock, which stands still while it waits for the answer,
     still tells an honest clock from a lying one."""
-    from maxcode.kinds.kernelbench import channel
+    from maxcode.kinds.kernelbench import listener
     from maxcode.kinds.kernelbench.evidence import End
 
-    handle = channel.Conversation._handle
+    handle = listener.Conversation._handle
 
-    def late(self: channel.Conversation, message: Any, stream: Any) -> None:
+    def late(self: listener.Conversation, message: Any, stream: Any) -> None:
         if isinstance(message, End) and message.phase == "K":
             time.sleep(0.005)
         handle(self, message, stream)
 
-    monkeypatch.setattr(channel.Conversation, "_handle", late)
+    monkeypatch.setattr(listener.Conversation, "_handle", late)
     feedback = judge(CHEATS / fixture)
     assert feedback.correct, feedback.error
     timing = [flag for flag in feedback.flags if flag.startswith("timing:")]
     assert bool(timing) == lies, feedback.flags
     # The stamps were late indeed: host time saw more than twice what the calls claimed.
-    host = feedback.timings["candidate"].host_s
-    assert host is not None and host > 2 * feedback.timings["candidate"].median_s
+    host = feedback.kernelbench.timings["candidate"].host_s
+    assert host is not None and host > 2 * feedback.kernelbench.timings["candidate"].median_s
 
 
 def test_a_thread_started_during_timing_is_flagged() -> None:
@@ -463,7 +488,7 @@ def test_a_layout_draw_moves_the_stack_the_heap_and_the_mappings_and_repeats(
 
     probe = tmp_path / "probe.py"
     probe.write_text(_LAYOUT_PROBE)
-    worker = REPO / "src" / "maxcode" / "evaluate" / "kernelbench" / "worker" / "layout.py"
+    worker = REPO / "src" / "maxcode" / "kinds" / "kernelbench" / "worker" / "layout.py"
 
     def layout(seed: int) -> list[str]:
         environment = {
@@ -563,7 +588,7 @@ def test_integer_inputs_and_outputs_are_kept_and_compared_exactly(tmp_path: Path
 
 def test_shapes_scale_down_and_the_scale_is_recorded(tmp_path: Path) -> None:
     feedback = judge(CHEATS / "honest.py", scale=0.5)
-    assert feedback.correct and feedback.shape_scale == 0.5
+    assert feedback.correct and feedback.kernelbench.shape_scale == 0.5
 
 
 @pytest.mark.parametrize(
@@ -647,7 +672,7 @@ def test_the_roofline_counts_the_references_work_and_the_candidates_share(
     from maxcode.search.observation import describe_feedback
 
     feedback = honest.feedback
-    roofline = feedback.roofline
+    roofline = feedback.kernelbench.roofline
     assert feedback.correct and roofline is not None
     # x (64x128) @ weight (128x128); x, the weight and the output moved once, 4 bytes each.
     assert roofline.flops == 2 * 64 * 128 * 128
@@ -667,7 +692,7 @@ def test_on_a_cpu_the_speed_of_light_is_reported_not_enforced() -> None:
     sit in the caches, the floor is no bound, so nothing is capped (the cap is CUDA's, tested
     with the ``gpu`` tests)."""
     feedback = judge(CHEATS / "skip_input.py", CHEATS / "skip_problem.py", scale=1 / 32)
-    roofline = feedback.roofline
+    roofline = feedback.kernelbench.roofline
     assert feedback.correct and roofline is not None
     assert roofline.bytes == (2 * 8 * 8 + 4 * 1024 * 1024) * 4  # sizes stay at least 8
     # Reported (a measured rate: how far past the floor is the machine's to say), never capped.

@@ -128,7 +128,7 @@ def test_the_cpu_kernel_of_each_problem_is_correct(
     feedback = cpu_results["feedback"][problem]  # type: ignore[index]
     assert feedback.compiled, feedback.compile_output
     assert feedback.correct, feedback.error
-    assert feedback.speedup > 0 and feedback.timings["candidate"].trials >= 10
+    assert feedback.speedup > 0 and feedback.kernelbench.timings["candidate"].trials >= 10
     # The bundled problems are sound tasks: none of the screening findings fires.
     assert not [flag for flag in feedback.flags if flag.startswith("task:")], feedback.flags
     # An honest kernel leaves complete host evidence: no finding voids its reward.
@@ -192,12 +192,13 @@ def test_the_cuda_kernel_of_each_problem_is_correct(problem: str) -> None:
     feedback = evaluate_task(task, source, device="cuda", compile_baseline=True)
     assert feedback.compiled, feedback.compile_output
     assert feedback.correct, feedback.error
-    assert feedback.device == "cuda" and feedback.timings["candidate"].trials >= 100
+    assert feedback.device == "cuda" and feedback.kernelbench.timings["candidate"].trials >= 100
     print(
-        f"{problem}: eager {feedback.timings['reference'].median_s * 1e3:.4f} ms, "
-        f"compile {feedback.timings['compile'].median_s * 1e3:.4f} ms, "
-        f"candidate {feedback.timings['candidate'].median_s * 1e3:.4f} ms, "
-        f"speedup {feedback.speedup:.2f}x (vs compile {feedback.speedup_vs_compile:.2f}x)"
+        f"{problem}: eager {feedback.kernelbench.timings['reference'].median_s * 1e3:.4f} ms, "
+        f"compile {feedback.kernelbench.timings['compile'].median_s * 1e3:.4f} ms, "
+        f"candidate {feedback.kernelbench.timings['candidate'].median_s * 1e3:.4f} ms, "
+        f"speedup {feedback.speedup:.2f}x "
+        f"(vs compile {feedback.kernelbench.speedup_vs_compile:.2f}x)"
     )
 
 
@@ -208,7 +209,7 @@ def test_work_on_a_side_stream_is_timed() -> None:
     feedback = evaluate_task(task, (cheats / "side_stream.py").read_text(), device="cuda")
     # Ten times the work on a side stream: either the output was read before it was ready
     # (wrong), or the device-wide sync put the work inside the timing (slower than eager).
-    assert not feedback.correct or feedback.speedup < 1.0, feedback.timings
+    assert not feedback.correct or feedback.speedup < 1.0, feedback.kernelbench.timings
 
 
 @pytest.mark.gpu
@@ -223,11 +224,13 @@ def test_a_candidate_that_skips_an_input_is_capped_at_the_speed_of_light() -> No
     cheats = FIXTURES / "cheats"
     task = load_task(str(cheats / "skip_problem.py"))
     feedback = evaluate_task(task, (cheats / "skip_input.py").read_text(), device="cuda")
-    roofline = feedback.roofline
+    roofline = feedback.kernelbench.roofline
     assert feedback.correct and roofline is not None
     print(f"skip_input: {roofline.summary()}; {feedback.speedup:.2f}x; {feedback.flags}")
     assert roofline.capped and any("speed of light" in flag for flag in feedback.flags)
-    ceiling = feedback.timings["reference"].median_s / (roofline.memory_floor_s / ROOFLINE_SLACK)
+    ceiling = feedback.kernelbench.timings["reference"].median_s / (
+        roofline.memory_floor_s / ROOFLINE_SLACK
+    )
     assert feedback.speedup <= ceiling * (1 + 1e-9)
 
 
@@ -238,17 +241,21 @@ def test_nsight_compute_measures_the_candidates_own_kernel() -> None:
     task = load_task(str(EXAMPLES / "1_ScaledGELU.py"))
     feedback = evaluate_task(task, source, device="cuda", profile=True)
     assert feedback.correct, feedback.error
-    for kernel in feedback.kernel_metrics:
+    for kernel in feedback.kernelbench.kernel_metrics:
         print(kernel.summary(), "[library]" if kernel.library else "")
-    print(feedback.kernel_metrics_note, feedback.roofline, feedback.profile_seconds)
-    own = [kernel for kernel in feedback.kernel_metrics if not kernel.library]
-    assert own, feedback.kernel_metrics_note
+    print(
+        feedback.kernelbench.kernel_metrics_note,
+        feedback.kernelbench.roofline,
+        feedback.profile_seconds,
+    )
+    own = [kernel for kernel in feedback.kernelbench.kernel_metrics if not kernel.library]
+    assert own, feedback.kernelbench.kernel_metrics_note
     assert own[0].name.startswith("scaled_gelu_kernel") and own[0].launches == 1
     assert own[0].duration_s > 0 and own[0].dram_bytes
     for share in (own[0].occupancy, own[0].memory_throughput, own[0].compute_throughput):
         assert share is not None and 0 < share <= 1.0
-    assert feedback.roofline is not None and not feedback.roofline.capped
-    assert feedback.roofline.bound() == "memory"
+    assert feedback.kernelbench.roofline is not None and not feedback.kernelbench.roofline.capped
+    assert feedback.kernelbench.roofline.bound() == "memory"
     assert feedback.profiles["candidate"].clock == "cuda"
 
 
@@ -319,11 +326,11 @@ def test_the_cuda_kernels_compile_without_a_gpu(problem: str) -> None:
 
 
 def test_only_cuda_sources_that_name_nothing_of_torch_are_built_without_its_headers() -> None:
-    from maxcode.kinds.kernelbench.worker import build
+    from maxcode.kinds.kernelbench.worker import extensions
 
     kernel = "__global__ void twice(float* x, int n) { x[0] *= 2.0f; }"
-    assert build.light_headers([kernel, "void launch(float* x, cudaStream_t s);"])
-    assert not build.light_headers([])  # no CUDA sources: nothing to build
+    assert extensions.light_headers([kernel, "void launch(float* x, cudaStream_t s);"])
+    assert not extensions.light_headers([])  # no CUDA sources: nothing to build
     for named in (
         "#include <torch/extension.h>",
         "at::Tensor run(at::Tensor x);",
@@ -332,7 +339,7 @@ def test_only_cuda_sources_that_name_nothing_of_torch_are_built_without_its_head
         "AT_DISPATCH_FLOATING_TYPES(t, name, [&] {});",
         "TORCH_CHECK(n > 0);",
     ):
-        assert not build.light_headers([kernel, named]), named
+        assert not extensions.light_headers([kernel, named]), named
 
 
 @requires_nvcc
@@ -396,7 +403,7 @@ def test_load_inline_is_given_light_headers_only_where_they_can_do(
     imported), against a stand-in for torch's that records its calls and fails where asked."""
     import torch.utils.cpp_extension as extension
 
-    from maxcode.kinds.kernelbench.worker import build
+    from maxcode.kinds.kernelbench.worker import extensions
 
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     failing = {"light": False}
@@ -408,12 +415,12 @@ def test_load_inline_is_given_light_headers_only_where_they_can_do(
         return "module"
 
     monkeypatch.setattr(extension, "load_inline", recorded)
-    build.light_cuda_builds()
+    extensions.light_cuda_builds()
     kernel = "__global__ void k(float* x) { x[0] = 1.0f; }"
     assert extension.load_inline("a", "void f();", kernel, functions=["f"]) == "module"
     ((args, options),) = calls
     assert args[1][0] == "#include <torch/extension.h>" and args[1][1:] == ["void f();"]
-    assert args[2] == [*build.LIGHT_CUDA_HEADERS, kernel]
+    assert args[2] == [*extensions.LIGHT_CUDA_HEADERS, kernel]
     assert options == {"functions": ["f"], "no_implicit_headers": True}
     calls.clear()
     for unchanged in (

@@ -1,4 +1,4 @@
-"""Outputs compared where they lie (``shared``): real workers hand their outputs over as sealed
+"""Outputs compared where they lie (``outputs``): real workers hand their outputs over as sealed
 memory files, the parent maps them a window at a time, and no output byte crosses descriptor
 3. What published kernels do that the fixtures did not: write under /tmp, keep one output
 buffer for every call. The tests assert verdicts, findings and byte counts, never timings."""
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from maxcode.kinds import evaluate_task
-from maxcode.kinds.kernelbench import channel, runner, shared
+from maxcode.kinds.kernelbench import listener, outputs, runner
 from maxcode.kinds.load import load_task
 from maxcode.types import Feedback
 from tests.helpers import REPO
@@ -34,16 +34,16 @@ def test_outputs_span_memory_files_and_never_cross_the_socket(
 ) -> None:
     # Files of 1 MiB: each 4 MiB output spans four, as an output of gigabytes spans many
     # files of SEGMENT_BYTES; the parent's windows never straddle two.
-    monkeypatch.setattr(shared, "SEGMENT_BYTES", 1 << 20)
+    monkeypatch.setattr(outputs, "SEGMENT_BYTES", 1 << 20)
     monkeypatch.setattr(runner, "SEGMENT_BYTES", 1 << 20)
     received: list[int] = []
-    original = channel.Conversation.close
+    original = listener.Conversation.close
 
-    def close(self: channel.Conversation) -> None:
+    def close(self: listener.Conversation) -> None:
         original(self)
         received.append(self.received_bytes)
 
-    monkeypatch.setattr(channel.Conversation, "close", close)
+    monkeypatch.setattr(listener.Conversation, "close", close)
     feedback = _evaluate(IDENTICAL)
     assert feedback.correct and feedback.suspect is None, (feedback.error, feedback.flags)
     assert len(received) == 2
@@ -89,7 +89,7 @@ def test_rounds_do_not_see_what_an_earlier_round_left_in_tmp() -> None:
     # Rounds of a CPU evaluation fork from one process per side, in one sandbox: its private
     # /tmp is emptied between rounds, as the rounds share no other state.
     feedback = _evaluate((FIXTURES / "real" / "tmp_marker.py").read_text(), rounds=2)
-    assert feedback.correct and feedback.rounds == 2, (feedback.error, feedback.flags)
+    assert feedback.correct and feedback.kernelbench.rounds == 2, (feedback.error, feedback.flags)
     assert not Path("/tmp/maxcode_fixture_round_marker").exists()  # never the host's /tmp
 
 

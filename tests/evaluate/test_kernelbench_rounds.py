@@ -21,7 +21,7 @@ from maxcode.kinds.kernelbench.rounds import (
     set_aside,
 )
 from maxcode.kinds.load import load_task
-from maxcode.types import Feedback, TimingStats
+from maxcode.types import Feedback, KernelBenchDetails, TimingStats
 from tests.helpers import REPO, run_maxcode
 
 CHEATS = REPO / "tests" / "fixtures" / "kernelbench" / "cheats"
@@ -48,6 +48,7 @@ def measured(
         tests_total=3,
         speedup_interval=interval,
         suspect=suspect,
+        kernelbench=KernelBenchDetails(),
         flags=list(flags),
         repeats=50,
         phases={"startup": 1.5, "timing": 1.0},
@@ -61,7 +62,7 @@ def test_rounds_combine_as_independent_errors_of_a_geometric_mean() -> None:
         measured(0.99, (0.99 / 1.04, 0.99 * 1.05)),
     ]
     combined = combine(rounds)
-    assert combined.rounds == 2 and combined.correct
+    assert combined.kernelbench.rounds == 2 and combined.correct
     assert combined.speedup == pytest.approx(math.sqrt(1.01 * 0.99))
     assert combined.candidate_cost == pytest.approx(combined.reference_cost / combined.speedup)
     assert combined.repeats == 100
@@ -104,8 +105,8 @@ def test_rounds_that_disagree_more_than_their_intervals_admit_widen_the_interval
 )
 def test_the_first_round_that_is_not_clean_is_the_verdict(last: Feedback) -> None:
     combined = combine([measured(1.3, (1.2, 1.4)), last])
-    assert combined.speedup == 0.0 and combined.rounds == 2
-    assert [done.speedup for done in combined.per_round] == [1.3, 0.0]
+    assert combined.speedup == 0.0 and combined.kernelbench.rounds == 2
+    assert [done.speedup for done in combined.kernelbench.per_round] == [1.3, 0.0]
     # Wherever it stands: the first round that is not clean is the verdict.
     assert combine([last, measured(1.3, (1.2, 1.4))]).suspect == last.suspect
     assert (combined.correct, combined.suspect) == (last.correct, last.suspect)
@@ -137,7 +138,7 @@ def test_a_void_from_one_pair_of_processes_needs_a_second_round_to_stand() -> No
     (``rounds.CONFIRMED``): another round of fresh workers runs, and decides."""
     # Not repeated: set aside, said, its seconds counted; the evaluation goes on.
     passed, ran = tallied(2, void(HIDDEN), measured(1.0, (0.98, 1.02)), measured(1.02, None))
-    assert ran == 3 and passed.correct and passed.suspect is None and passed.rounds == 2
+    assert ran == 3 and passed.correct and passed.suspect is None and passed.kernelbench.rounds == 2
     assert passed.speedup == pytest.approx(math.sqrt(1.02))
     assert any(f.startswith("rounds: round 1 was void") and "23.8 ms" in f for f in passed.flags)
     assert passed.phases == {"startup": 4.5, "timing": 3.0}
@@ -146,7 +147,7 @@ def test_a_void_from_one_pair_of_processes_needs_a_second_round_to_stand() -> No
     for second in (void(HIDDEN), measured(1.0, None, correct=False)):
         held, ran = tallied(4, void(HIDDEN), second, measured(1.0, (0.98, 1.02)))
         assert ran == 2 and held.suspect == HIDDEN and held.speedup == 0.0
-        assert [done.speedup for done in held.per_round] == [0.0, 0.0]
+        assert [done.speedup for done in held.kernelbench.per_round] == [0.0, 0.0]
     # Once per evaluation: a second such void is a verdict as it comes.
     again, ran = tallied(3, void(HIDDEN), measured(1.0, (0.98, 1.02)), void(HIDDEN))
     assert ran == 3 and again.suspect == HIDDEN
@@ -163,7 +164,7 @@ def test_a_round_set_aside_takes_no_first_round_measurement_with_it(
     profiles); a void round held and then set aside must not take them away with it (the
     contract test once lost ``timings.compile`` that way)."""
     from maxcode.kinds.kernelbench import evaluator
-    from maxcode.kinds.kernelbench.settings import KernelBenchSettings
+    from maxcode.kinds.kernelbench.parameters import KernelBenchSettings
 
     results = iter([void(HIDDEN), measured(1.0, (0.98, 1.02)), measured(1.0, (0.98, 1.02))])
     asked: list[bool] = []
@@ -179,7 +180,7 @@ def test_a_round_set_aside_takes_no_first_round_measurement_with_it(
     task = load_task(str(PROBLEM))
     combined = evaluator.evaluate_kernelbench(task, "", settings=settings)
     assert asked == [True, True, False]
-    assert combined.rounds == 2 and combined.suspect is None
+    assert combined.kernelbench.rounds == 2 and combined.suspect is None
 
 
 def test_a_round_far_outside_the_others_is_set_aside_and_named() -> None:
@@ -191,10 +192,10 @@ def test_a_round_far_outside_the_others_is_set_aside_and_named() -> None:
     alone = combine(usual)
     assert combined.speedup == pytest.approx(alone.speedup)
     assert combined.speedup_interval == pytest.approx(alone.speedup_interval)
-    assert combined.rounds == 4 and combined.repeats == 200 and combined.suspect is None
+    assert combined.kernelbench.rounds == 4 and combined.repeats == 200 and combined.suspect is None
     # Each round's own result stays, in order, the one set aside included.
-    assert [done.speedup for done in combined.per_round] == [1.01, 0.5, 0.99, 1.0]
-    assert combined.per_round[1].interval == (0.49, 0.51)
+    assert [done.speedup for done in combined.kernelbench.per_round] == [1.01, 0.5, 0.99, 1.0]
+    assert combined.kernelbench.per_round[1].interval == (0.49, 0.51)
     assert combined.flags == [
         "rounds: round 2's speedup 0.500 was set aside, far outside the other rounds "
         "(their median 0.995)"
@@ -218,15 +219,19 @@ def test_each_round_keeps_both_sides_median_call() -> None:
     """A lean of the rounds is read by the side that moved: each round's medians stay."""
     rounds = [measured(1.0, (0.98, 1.02)), measured(1.25, (1.2, 1.3))]
     for done, (reference, candidate) in zip(rounds, [(2e-3, 2e-3), (2.5e-3, 2e-3)]):
-        done.timings["reference"] = TimingStats(median_s=reference, spread_s=0.0, trials=50)
-        done.timings["candidate"] = TimingStats(median_s=candidate, spread_s=0.0, trials=50)
+        done.kernelbench.timings["reference"] = TimingStats(
+            median_s=reference, spread_s=0.0, trials=50
+        )
+        done.kernelbench.timings["candidate"] = TimingStats(
+            median_s=candidate, spread_s=0.0, trials=50
+        )
     combined = combine(rounds)
-    assert [(done.reference_s, done.candidate_s) for done in combined.per_round] == [
+    assert [(done.reference_s, done.candidate_s) for done in combined.kernelbench.per_round] == [
         (2e-3, 2e-3),
         (2.5e-3, 2e-3),
     ]
     untimed = combine([measured(1.0, None), measured(1.0, None)])
-    assert [done.reference_s for done in untimed.per_round] == [None, None]
+    assert [done.reference_s for done in untimed.kernelbench.per_round] == [None, None]
 
 
 def test_each_rounds_findings_are_kept_with_its_number() -> None:
@@ -240,17 +245,19 @@ def test_an_evaluation_in_rounds_starts_fresh_workers_for_each() -> None:
     task = load_task(str(PROBLEM))
     honest = (CHEATS / "honest.py").read_text()
     feedback = evaluate_task(task, honest, repeats=20, rounds=2)
-    assert feedback.correct and feedback.rounds == 2, feedback.error
+    assert feedback.correct and feedback.kernelbench.rounds == 2, feedback.error
     assert feedback.repeats == 40  # 20 timed calls a side in each round
     assert feedback.speedup_interval is not None
     assert feedback.tests_passed == feedback.tests_total == 3
-    assert len(feedback.per_round) == 2  # each round's own result (its content: combine's tests)
+    assert (
+        len(feedback.kernelbench.per_round) == 2
+    )  # each round's own result (its content: combine's tests)
 
 
 def test_a_wrong_candidate_stops_after_its_first_round() -> None:
     task = load_task(str(PROBLEM))
     feedback = evaluate_task(task, (CHEATS / "zeros.py").read_text(), repeats=20, rounds=3)
-    assert not feedback.correct and feedback.rounds == 1
+    assert not feedback.correct and feedback.kernelbench.rounds == 1
 
 
 def rounds_at(*speedups: float) -> list[Feedback]:
@@ -262,14 +269,16 @@ def test_rounds_that_scatter_go_on_until_their_mean_is_narrow_or_the_cap() -> No
     speedup is above ``SCATTER``; their own (wide) intervals do not decide it."""
     agreeing = rounds_at(1.0, 1.002, 0.998, 1.0, 1.0)
     combined, ran = tallied(3, *agreeing, most=5)
-    assert ran == 3 and combined.rounds == 3
+    assert ran == 3 and combined.kernelbench.rounds == 3
     # 1%, 1%: a standard error of 0.58% after three, 0.41% once a fourth agrees.
     settling = rounds_at(1.0, 1.01, 0.99, 1.0, 1.0, 1.0)
     combined, ran = tallied(3, *settling, most=6)
-    assert ran == 4 and combined.rounds == 4
+    assert ran == 4 and combined.kernelbench.rounds == 4
     scattering = rounds_at(1.0, 1.05, 0.95, 1.04, 0.96, 1.03, 0.97, 1.0)
     combined, ran = tallied(3, *scattering, most=6)
-    assert ran == 6 and combined.rounds == 6 and len(combined.per_round) == 6
+    assert (
+        ran == 6 and combined.kernelbench.rounds == 6 and len(combined.kernelbench.per_round) == 6
+    )
     # Without a cap above the rounds wanted, exactly those.
     assert tallied(3, *scattering)[1] == 3
 
@@ -300,10 +309,10 @@ def test_a_reported_evaluation_adds_rounds_only_when_timed_adaptively(
     honest = (CHEATS / "honest.py").read_text()
     adaptive = evaluate_task(task, honest, reported=True)
     assert adaptive.correct and adaptive.suspect is None, (adaptive.error, adaptive.flags)
-    assert adaptive.rounds == 3 and len(adaptive.per_round) == 3
+    assert adaptive.kernelbench.rounds == 3 and len(adaptive.kernelbench.per_round) == 3
     fixed = evaluate_task(task, honest, repeats=20, reported=True)
-    assert fixed.correct and fixed.rounds == 2, fixed.error
-    assert evaluate_task(task, honest, rounds=1, reported=True).rounds == 1
+    assert fixed.correct and fixed.kernelbench.rounds == 2, fixed.error
+    assert evaluate_task(task, honest, rounds=1, reported=True).kernelbench.rounds == 1
 
 
 def test_the_most_rounds_setting_caps_a_reported_evaluation(

@@ -7,9 +7,9 @@ import threading
 import time
 
 from maxcode.kinds.kernelbench.schedule import (
-    Schedule,
     Stopping,
     TimedPlan,
+    Turns,
     chunk_calls,
 )
 from maxcode.kinds.kernelbench.worker.protocol import Phase, Side
@@ -60,7 +60,7 @@ def test_a_sides_turn_is_bounded_with_the_making_of_its_inputs() -> None:
 
     plan = TimedPlan()
     plan.decide(0.00002, 4, Stopping(trials=1500, min_pairs=1))
-    schedule = Schedule(plan, Stopping(trials=1500, min_pairs=1))
+    schedule = Turns(plan, Stopping(trials=1500, min_pairs=1))
     errors: list[str] = []
     # Each side's first turn: 750 calls of 20 us in 0.2 s or more.
     _take_turns(schedule, [], [], errors, call_s=0.00002, first_turn_s=0.2)
@@ -72,7 +72,7 @@ def test_a_sides_turn_is_bounded_with_the_making_of_its_inputs() -> None:
 
 
 def _side(
-    schedule: Schedule,
+    schedule: Turns,
     side: str,
     order: list[str],
     running: list[int],
@@ -105,7 +105,7 @@ def _side(
 
 
 def _take_turns(
-    schedule: Schedule,
+    schedule: Turns,
     order: list[str],
     running: list[int],
     errors: list[str],
@@ -125,7 +125,7 @@ def _take_turns(
 def test_two_sides_take_turns_chunk_by_chunk_and_never_run_together() -> None:
     plan = TimedPlan()
     plan.decide(0.001, 4, Stopping(trials=40))
-    schedule = Schedule(plan, Stopping(trials=40))
+    schedule = Turns(plan, Stopping(trials=40))
     order: list[str] = []
     errors: list[str] = []
     _take_turns(schedule, order, [], errors)
@@ -142,7 +142,7 @@ def test_two_sides_take_turns_chunk_by_chunk_and_never_run_together() -> None:
 def test_a_side_that_is_gone_never_holds_the_other_back() -> None:
     plan = TimedPlan()
     plan.decide(0.001, 4, Stopping())
-    schedule = Schedule(plan, Stopping())
+    schedule = Turns(plan, Stopping())
     schedule.gone(Side.CANDIDATE)
     assert schedule.grant(Side.REFERENCE, Phase.PAIRS, 0) == 0  # no pair to time: the phase is over
     assert (

@@ -46,10 +46,10 @@ def categories(feedback: Feedback) -> list[str]:
 
 def assert_checked_not_timed(feedback: Feedback) -> None:
     assert feedback.correct and feedback.compiled, feedback.error
-    assert feedback.backend == "triton" and feedback.device == "cpu"
+    assert feedback.kernelbench.backend == "triton" and feedback.device == "cpu"
     assert feedback.tests_passed == feedback.tests_total == 3
     assert feedback.speedup == 0.0 and feedback.candidate_cost is None
-    assert feedback.timings == {} and feedback.speedup_interval is None
+    assert feedback.kernelbench.timings == {} and feedback.speedup_interval is None
     assert "interpreted" in categories(feedback)
 
 
@@ -180,13 +180,14 @@ def test_a_triton_kernel_is_timed_on_a_gpu(problem: str) -> None:
     source = (TRITON / f"{problem}.py").read_text()
     feedback = evaluate_task(task, source, device="cuda", backend="triton")
     assert feedback.correct and feedback.compiled, feedback.error
-    assert feedback.backend == "triton" and feedback.device == "cuda"
+    assert feedback.kernelbench.backend == "triton" and feedback.device == "cuda"
     assert "interpreted" not in categories(feedback)
-    assert feedback.timings["candidate"].trials > 0  # timed, not interpreted
+    assert feedback.kernelbench.timings["candidate"].trials > 0  # timed, not interpreted
     assert feedback.speedup_interval is not None
     print(
-        f"triton {problem}: eager {feedback.timings['reference'].median_s * 1e3:.4f} ms, "
-        f"candidate {feedback.timings['candidate'].median_s * 1e3:.4f} ms, "
+        f"triton {problem}: "
+        f"eager {feedback.kernelbench.timings['reference'].median_s * 1e3:.4f} ms, "
+        f"candidate {feedback.kernelbench.timings['candidate'].median_s * 1e3:.4f} ms, "
         f"speedup {feedback.speedup:.2f}x {feedback.flags}"
     )
 

@@ -1,4 +1,4 @@
-"""Rounds forked from one zygote per side (``kernelbench/zygote.py``): real sandboxed zygotes,
+"""Rounds forked from one zygote per side (``kernelbench/runner.py``): real sandboxed zygotes,
 real torch, candidates that turn on their zygote.
 
 Each property is asserted through correctness: a candidate written to be right only where the
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from maxcode.kinds.kernelbench import zygote
+from maxcode.kinds.kernelbench import runner
 from tests.evaluate.test_kernelbench_eval import CHEATS, judge, model_new
 from tests.helpers import REPO, processes_of_this_test, processes_with, write_problem
 
@@ -45,10 +45,10 @@ def test_each_pair_of_zygotes_serves_at_most_its_rounds(
     and closes each before the next starts."""
     from maxcode.kinds.kernelbench import evaluator
 
-    started: list[zygote.Zygotes] = []
-    start = zygote.Zygotes.start
+    started: list[runner.Zygotes] = []
+    start = runner.Zygotes.start
 
-    def counted(*args: Any, **kwargs: Any) -> zygote.Zygotes:
+    def counted(*args: Any, **kwargs: Any) -> runner.Zygotes:
         # Every earlier pair is over (its zygotes' runs ended) before the next starts.
         assert all(pair.reference.ended and pair.candidate.ended for pair in started)
         started.append(start(*args, **kwargs))
@@ -59,20 +59,20 @@ def test_each_pair_of_zygotes_serves_at_most_its_rounds(
     problem = write_problem(tmp_path, "return torch.relu(x) + 1")
     forked = model_new("return torch.relu(x) + FORKED", imports=_FORKED)
     feedback = judge(forked, problem, repeats=2, rounds=3)
-    assert feedback.correct and feedback.rounds == 3, feedback.error
+    assert feedback.correct and feedback.kernelbench.rounds == 3, feedback.error
     assert [pair.rounds for pair in started] == [2, 1]
 
 
 def test_a_pairs_wall_limit_covers_the_rounds_it_serves_and_no_more() -> None:
     """A pair serves at most ``ROUNDS_PER_PAIR`` rounds however many the evaluation may run,
     so its zygotes may not live for the whole evaluation's cap."""
-    from maxcode.kinds.kernelbench.settings import KernelBenchSettings
+    from maxcode.kinds.kernelbench.parameters import KernelBenchSettings
 
     def rounds_covered(settings: KernelBenchSettings) -> float:
         per_round = 2 * 10.0 + settings.budget_s
-        return (zygote.pair_wall_s(10.0, settings) - zygote._ANSWER_SLACK_S) / per_round
+        return (runner.pair_wall_s(10.0, settings) - runner._ANSWER_SLACK_S) / per_round
 
-    assert rounds_covered(KernelBenchSettings(rounds=8, most_rounds=24)) == zygote.ROUNDS_PER_PAIR
+    assert rounds_covered(KernelBenchSettings(rounds=8, most_rounds=24)) == runner.ROUNDS_PER_PAIR
     assert rounds_covered(KernelBenchSettings(rounds=3)) == 4  # three and one held
 
 
@@ -113,7 +113,7 @@ def test_a_candidate_that_turns_on_its_zygote_fails_its_round(
     running. (The stopped zygote's silence is waited for up to the round's limit and the
     slack a zygote has to answer; a second of slack here, not ten: what is asserted is what
     follows the silence, and the suite has a budget.)"""
-    monkeypatch.setattr(zygote, "_ANSWER_SLACK_S", 1.0)
+    monkeypatch.setattr(runner, "_ANSWER_SLACK_S", 1.0)
     problem = write_problem(tmp_path, "return torch.relu(x)")
     turns = model_new(
         "return torch.relu(x)",

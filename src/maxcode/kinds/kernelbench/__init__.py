@@ -1,17 +1,36 @@
-"""KernelBench problems: a PyTorch reference ``Model`` against a candidate ``ModelNew``.
+"""KernelBench: a PyTorch reference ``Model`` against a candidate ``ModelNew``, judged by a
+harness the candidate's code cannot reach. One evaluation, from its entry to its verdict:
 
-Where things are:
+1. ``kind`` (``KernelBenchKind``) is the face the rest of maxcode calls. ``problem`` reads the
+   problem file without running it, ``scaling`` scales its sizes (``--scale``), ``backends``
+   checks that this machine serves the device and kernel language asked for.
+2. ``evaluator.evaluate_kernelbench`` runs the rounds (one to screen a search's candidate,
+   ``rounds.REPORTED_ROUNDS`` or more for a reported number) under the settings and constants
+   of ``parameters``; each round is ``evaluator._one_round``.
+3. A round starts from fresh secret seeds (``runner.Seeds``); the check and timed seeds stay in
+   the parent until the worker may have them. ``runner`` writes the read-only job folder and
+   runs the reference's and the candidate's sandboxed workers at once: each a run of the
+   ``worker`` package (copied, no maxcode import; its docstring tells the worker's side), or on
+   a CPU over several rounds a fork of a zygote per side (``runner.Zygotes``). Both run on the
+   timing CPU, which the round holds alone through its timing window (``turns.cpu_turn``).
+4. ``listener`` serves each worker's descriptor 3 (``Conversation``): seeds just in time,
+   every message stamped by the parent's clock and the worker's CPU clock (``cpuclock``: read
+   from ``/proc``). The messages are ``evidence``'s typed records; one out of order or
+   malformed ends the conversation (an ``evidence`` finding: void).
+5. ``schedule.Round`` is what the two conversations share: the plan of timed calls
+   (``TimedPlan``: the kept outputs drawn only after their calls ran), the turns (``Turns``:
+   reference chunk n, then candidate chunk n on the same seeds, the other side blocked), when
+   to stop (``Stopping``: the speedup's 95% interval within 2%, or a cap), and the outputs,
+   compared as they come (``outputs``: sealed memory files, mapped a window at a time, that no
+   process can change once sealed).
+6. When both runs are over, each is read into an ``evidence.Ran`` (report, sandbox result,
+   conversation), and ``judge`` turns the pair into one verdict (``integrity.Verdict``): the
+   reference must have run (else the task's error), then the findings its docstring lists in
+   order. ``roofline`` caps a CUDA candidate faster than the speed of light; ``ncu`` profiles
+   its kernels when asked.
+7. ``rounds`` combines the rounds' verdicts into one speedup with its interval; a round void
+   only by a statistical finding (``hidden``) must be repeated by fresh workers to stand.
 
-- ``kind``: the kind's face to the rest of maxcode (``KernelBenchKind``).
-- ``problem``, ``scaling``: a problem file loaded, and its sizes scaled.
-- ``evaluator``: one evaluation start to end (``evaluate_kernelbench``, ``build_kernelbench``).
-- ``runner``: sandboxed worker runs, the job folder, the secret seeds.
-- ``channel``: the conversation on a worker's descriptor 3 (seeds just in time, host time
-  stamps, the timed calls' outputs).
-- ``evidence``: the typed records a worker hands over (report, tensors, messages).
-- ``judge``: comparison and verdict (through ``integrity.Verdict``).
-- ``roofline``, ``ncu``: the speed of light and the Nsight Compute profile.
-- ``worker``: the half that runs in the sandbox (no maxcode imports: it is copied and run
-  with ``python3 -I``).
-- ``templates``: the policy's and critic's prompts.
+Beside the evaluation: ``templates`` (the policy's and the critic's prompts) and ``rewrites``
+(the offline proposer's rewrites of a problem).
 """

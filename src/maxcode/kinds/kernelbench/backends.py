@@ -1,28 +1,78 @@
-"""Kernel languages of KernelBench candidates: ``cuda`` (``load_inline``), ``triton``
-(``@triton.jit``) and ``cpp`` (C++ extensions on a CPU).
-
-A Triton candidate is imported from its file (Triton reads a kernel's source back from it),
-with the Triton cache in the candidate's own build folder. On a GPU it is checked and timed
-like any other; on a CPU its kernels run in Triton's interpreter (``TRITON_INTERPRET=1``),
-which says whether they are right but nothing about their speed: the result is checked, not
-timed, and earns no reward (an ``interpreted`` warning says so).
-
-The worker counts the launches of the candidate's own kernels (``launches.TritonLaunches``); a
-forward that launches none of them is not a Triton result, whatever it computes: a ``backend``
-finding voids it.
+"""What this machine serves: the devices (``cpu``, ``cuda``) and the candidates' kernel
+languages, ``cuda`` (``load_inline``), ``triton`` (``@triton.jit``) and ``cpp`` (C++ extensions
+on a CPU), checked before anything runs. On a CPU a Triton candidate runs in Triton's
+interpreter: checked, not timed (``interpreted``). A forward that launches none of the
+candidate's own kernels (worker ``launches``) is not a Triton result (``backend``: void).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import shutil
+from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
-from maxcode.errors import MaxcodeError
+from maxcode.errors import MaxcodeError, TaskError
+from maxcode.kinds.kernelbench.evidence import LaunchCount, WorkerReport
 
 BACKENDS: tuple[str, ...] = ("cuda", "triton")
 """What ``--backend`` accepts; without it, ``cuda`` on a GPU and ``cpp`` on a CPU."""
+
+
+def check_device(
+    device: str, compile_only: bool = False, backend: str | None = None, *, lazy: bool = False
+) -> Any:
+    """PyTorch, once it is known to reach ``device`` (``compile_only``: its compiler) and serve
+    ``backend`` (else a clear error); ``lazy``: on a CPU, None, the import left to the caller
+    (it can overlap the workers' start-up)."""
+    if device not in ("cpu", "cuda"):
+        raise MaxcodeError(f"unknown device {device!r} (cpu or cuda)")
+    check_backend(backend, device, compile_only)
+    if importlib.util.find_spec("torch") is None:
+        raise TaskError("KernelBench tasks need PyTorch: pip install 'maxcode[torch]'")
+    if lazy and device == "cpu" and not compile_only:
+        return None
+    import torch
+
+    if compile_only:
+        if device == "cuda" and _nvcc() is None:
+            raise MaxcodeError("--compile-only --device cuda needs nvcc (the CUDA toolkit)")
+    elif device == "cuda" and not torch.cuda.is_available():
+        hint = " (--compile-only checks that a CUDA candidate builds)" if _nvcc() else ""
+        raise MaxcodeError(
+            f"--device cuda: this machine has no CUDA GPU that PyTorch can use{hint}"
+        )
+    return torch
+
+
+def resolve_device(device: str) -> str:
+    """The device ``device`` names (``auto``: ``cuda`` when PyTorch sees a GPU)."""
+    if device != "auto":
+        return device
+    if importlib.util.find_spec("torch") is None:
+        return "cpu"
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def device_note(device: str) -> str:
+    """What ``--device auto`` chose, in words."""
+    why = "PyTorch sees a GPU" if device == "cuda" else "no GPU that PyTorch can use"
+    return f"device: {device} (auto: {why})"
+
+
+def _nvcc() -> str | None:
+    return shutil.which("nvcc") or next(
+        (str(path) for path in [Path("/usr/local/cuda/bin/nvcc")] if path.is_file()), None
+    )
+
+
+def needs_build(candidate: str) -> bool:
+    """Whether importing the candidate compiles extensions (worth a build step of its own)."""
+    return "cpp_extension" in candidate or "load_inline" in candidate
 
 
 def check_backend(backend: str | None, device: str, compile_only: bool = False) -> None:
@@ -46,28 +96,10 @@ def check_backend(backend: str | None, device: str, compile_only: bool = False) 
             raise MaxcodeError("--backend triton needs Triton: pip install 'maxcode[triton]'")
 
 
-class TritonLaunches(BaseModel):
-    """What the worker counted of a Triton candidate's kernel launches."""
-
-    model_config = ConfigDict(use_attribute_docstrings=True, extra="forbid")
-
-    checked: list[int]
-    """Launches of the candidate's own kernels in each checked forward."""
-    timed: int | None
-    """Launches over all timed calls (None when nothing was timed)."""
-    timed_calls: int
-    """The timed calls."""
-    other: int = 0
-    """Launches of kernels the candidate's file does not define."""
-    intact: bool
-    """Whether the counting wrappers were still Triton's entry points at the end."""
-
-
-def launch_findings(report: Any) -> list[str]:
-    """Why a Triton candidate's run is not a Triton result ([] when it is one): the messages
-    of ``backend`` findings, from the launches its worker counted."""
+def launch_findings(report: WorkerReport) -> list[str]:
+    """The ``backend`` findings of a Triton candidate's run ([] when it is a Triton result)."""
     try:
-        launches = TritonLaunches.model_validate(getattr(report, "triton", None))
+        launches = LaunchCount.model_validate(report.triton)
     except ValidationError:
         return ["no count of the forward's Triton launches came back"]
     found = []
@@ -91,12 +123,3 @@ def launch_findings(report: Any) -> list[str]:
 
 UNTIMED = "checked in Triton's interpreter on a CPU; Triton kernels are timed only on a GPU"
 """The ``interpreted`` finding of a correct Triton candidate on a CPU."""
-
-
-__all__ = [
-    "BACKENDS",
-    "UNTIMED",
-    "TritonLaunches",
-    "check_backend",
-    "launch_findings",
-]

@@ -1,14 +1,8 @@
-"""CPU time of a sandboxed worker, read by the parent from outside the sandbox.
-
-The worker runs the candidate's code, so nothing it says about its own CPU time is trusted.
-The kernel keeps a CPU clock per process (every thread, any CPU) that the parent reads by pid
-at the stamps of every chunk; it does not run while another program holds the CPU, so work a
-candidate moves out of its timed calls shows with little of the load's noise.
-
-Processes are found in ``/proc`` from the pid the sandbox started: the first ``maxcode-init``
-below it is the run's trusted init, and the worker is the init's first child (started before
-anything of the run can start a process), or that child's first child under a zygote. The
-run's other processes are counted apart (``others_ns``).
+"""CPU time of a sandboxed worker, read by the parent from outside the sandbox (nothing the
+worker says of its own is trusted): the kernel's CPU clock per process, which does not run
+while another program holds the CPU, so work moved out of the timed calls shows with little of
+the load's noise. The worker is found in ``/proc`` below the run's ``maxcode-init``
+(``find_worker``); its other processes (``others_ns``) and huge pages (``huge_pages``) too.
 """
 
 from __future__ import annotations
@@ -31,8 +25,7 @@ def process_cpu_ns(pid: int) -> int | None:
 
 
 def running(pid: int) -> bool:
-    """Whether process ``pid``'s main thread is running or waiting for a CPU (state ``R`` of
-    ``/proc/PID/stat``); False once it is gone or blocked."""
+    """Whether process ``pid``'s main thread is running or runnable (False: gone or blocked)."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
@@ -46,7 +39,7 @@ class _Process(NamedTuple):
     name: bytes
     parent: int
     start: int
-    """Start time (clock ticks after boot): a parent's children in the order they started."""
+    """Clock ticks after boot."""
     reaped_ns: int
     """CPU time of the children it has reaped (whole clock ticks)."""
 
@@ -94,9 +87,9 @@ def _below(root: int, children: dict[int, list[int]]) -> list[int]:
 
 
 def find_worker(root: int, forked: bool = False) -> tuple[int, int] | None:
-    """(init, worker) of the sandboxed run started as ``root``; None when not found.
-    ``forked``: the run's program is a zygote (worker ``zygote.serve``) and the worker its first
-    child."""
+    """(init, worker) of the run started as ``root`` (None: not found): the first
+    ``maxcode-init`` below it and its first child, started before anything of the run can start
+    a process (``forked``: that child's first child, a zygote's fork)."""
     processes = _processes()
     children = _children(processes)
     for pid in _below(root, children):
@@ -121,22 +114,19 @@ def others_ns(init: int, worker: int) -> int:
 
 
 class HugePages(NamedTuple):
-    """A worker's transparent huge pages, read by the parent (worker ``layout.no_huge_pages`` turns
-    them off, and the candidate's code runs in that process): None where the kernel did not
-    say."""
+    """A worker's huge pages as ``/proc`` says (None where it did not)."""
 
     enabled: bool | None
     """``THP_enabled`` of ``/proc/PID/status``: the process may take huge pages."""
     held_kb: int | None
-    """Memory the process holds on huge pages, transparent or hugetlbfs (``smaps_rollup``;
-    not its files' text, which the reference's process may map on huge pages too)."""
+    """Memory held on huge pages, transparent or hugetlbfs (not its files' text, which the
+    reference's process may map on huge pages too)."""
 
 
 _HUGE_FIELDS = ("AnonHugePages:", "ShmemPmdMapped:", "Shared_Hugetlb:", "Private_Hugetlb:")
 
 
 def huge_pages(pid: int) -> HugePages:
-    """What ``/proc`` says of process ``pid``'s huge pages."""
     enabled: bool | None = None
     held: int | None = None
     try:

@@ -1,32 +1,27 @@
-"""What a worker hands the parent, as typed records: its report (``result.json``) and the
-messages of the conversation on descriptor 3 (its checked tensors among them, ``Checked``,
-whose bytes lie in memory files sent with the message: ``shared``).
-
-Everything here comes from a process that ran the candidate's code, so nothing is trusted: a
-record that does not validate is an ``evidence`` finding (the measurement is void), never a
-crash of the parent.
+"""What a worker hands the parent, as typed records: its report (``WorkerReport``), the
+messages on descriptor 3 (``Ready`` ... ``Checked``), and what one run left (``Ran``). All of it
+comes from a process that ran the candidate's code: a record that does not validate is an
+``evidence`` finding (void), never a crash of the parent.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
-from maxcode.kinds.kernelbench.settings import CHECK_SEEDS, MAX_TRIALS
+from maxcode.harness.sandbox import SandboxResult
+from maxcode.kinds.kernelbench.parameters import CHECK_SEEDS, MAX_TRIALS
 from maxcode.kinds.kernelbench.worker.protocol import Phase
 
-Stage = Literal[
-    "ok",
-    "compile_error",
-    "load_error",
-    "init_error",
-    "runtime_error",
-    "channel_error",
-]
+if TYPE_CHECKING:
+    from maxcode.kinds.kernelbench.listener import Conversation
+
+Stage = Literal["ok", "compile_error", "load_error", "init_error", "runtime_error", "channel_error"]
 
 
 class _Evidence(BaseModel):
@@ -41,25 +36,21 @@ class WorkerReport(_Evidence):
     role: str
     """reference, candidate, build, kernels or compile_check."""
     message: str = ""
-    """The failure, one line (when the stage is not ok)."""
     detail: str = ""
     """The failure's traceback or compiler output, bounded."""
     aliased: list[int] = []
     """Check seeds whose output shared memory with an input."""
     threads_before: int | None = None
-    """Threads of the process before the timed calls."""
     threads_after: int | None = None
-    """Threads of the process after the timed calls."""
+    """Threads of the process before and after the timed calls."""
     torch_threads_before: int | None = None
-    """torch's intra-op thread count before the timed calls."""
     torch_threads_after: int | None = None
-    """torch's intra-op thread count after the timed calls."""
+    """torch's intra-op thread count before and after the timed calls."""
     times: dict[str, list[float]] = {}
     """In-process seconds of every timed call, per phase (eager, candidate, overhead, compile)."""
     profile: dict[str, Any] | None = None
     """One forward under ``torch.profiler`` (validated where it is used)."""
     profile_seconds: float | None = None
-    """Seconds the profile took."""
     roofline: dict[str, Any] | None = None
     """The reference's work and this device's rates (validated where it is used)."""
     roofline_error: str | None = None
@@ -67,8 +58,7 @@ class WorkerReport(_Evidence):
     checked: list[str] = []
     """Extensions compiled by a compile check."""
     stages: dict[str, float] = {}
-    """Seconds of the worker's own stages by its own clock (``torch``, ``load``: the problem and
-    the candidate imported, ``model``, ``warmup``, ...). Informational, never judged."""
+    """Seconds of the worker's stages by its own clock (informational, never judged)."""
     triton: dict[str, Any] | None = None
     """A Triton candidate's kernel launches (validated where it is used)."""
 
@@ -81,7 +71,52 @@ class WorkerReport(_Evidence):
         return times
 
 
-def read_report(path: Path) -> WorkerReport | str | None:
+class LaunchCount(_Evidence):
+    """A Triton candidate's kernel launches (``WorkerReport.triton``)."""
+
+    checked: list[int]
+    """Launches of the candidate's own kernels in each checked forward."""
+    timed: int | None
+    """Launches over all timed calls (None when nothing was timed)."""
+    timed_calls: int
+    other: int = 0
+    """Launches of kernels the candidate's file does not define."""
+    intact: bool
+    """Whether the counting wrappers were still Triton's entry points at the end."""
+
+
+@dataclass
+class Ran:
+    """What one worker run left (its outputs went to the round's comparers)."""
+
+    report: WorkerReport | None
+    """None when the worker left no report, or a malformed one (``problem`` says which)."""
+    checked: bool
+    sandbox: SandboxResult
+    conversation: Conversation | None
+    problem: str | None = None
+    """Why the report or the tensors are missing or malformed (an ``evidence`` finding)."""
+    collected: str = ""
+    """The text of a file the run was asked to leave (ncu's log), bounded."""
+
+    @property
+    def ok(self) -> bool:
+        return self.report is not None and self.report.stage == "ok" and self.checked
+
+    @classmethod
+    def read(cls, workdir: Path, result: SandboxResult, conversation: Conversation | None) -> Ran:
+        report = _read_report(workdir / "result.json")
+        if isinstance(report, str):
+            return cls(None, False, result, conversation, problem=report)
+        if report is None or report.stage != "ok" or report.role not in ("reference", "candidate"):
+            return cls(report, False, result, conversation)
+        if conversation is None or not conversation.checked:
+            missing = "the worker sent no checked tensors"
+            return cls(report, False, result, conversation, problem=missing)
+        return cls(report, True, result, conversation)
+
+
+def _read_report(path: Path) -> WorkerReport | str | None:
     """The report, the reason it is malformed, or None when the worker left none."""
     if not path.is_file():
         return None
@@ -97,85 +132,71 @@ def first_line(error: Exception) -> str:
     return (str(error).splitlines() or [type(error).__name__])[0][:200]
 
 
-# The conversation on descriptor 3, worker to parent.
-
-
 class Ready(_Evidence):
-    """The model is built and warmed up."""
+    """The model is built and warmed up (the first message)."""
 
     m: Literal["ready"]
     estimate_s: float = Field(ge=0, allow_inf_nan=False)
     """Seconds of one warmed-up call (the reference's sizes the chunks of both sides)."""
     output_bytes: int = Field(ge=0)
-    """Bytes of one call's outputs."""
     input_bytes: int = Field(default=0, ge=0)
-    """Bytes of one call's inputs (a chunk's inputs are all made before its calls)."""
     inputs_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)
-    """Seconds of making one call's inputs (with the call, what a chunk's span is made of)."""
+    """Seconds of making one call's inputs."""
 
 
-class Next(_Evidence):
-    """Asks for the seeds of a chunk's calls (the parent answers when it is this side's turn;
-    no seeds: the phase is over)."""
-
-    m: Literal["next"]
+class _OfChunk(_Evidence):
     phase: Phase
     chunk: int = Field(ge=0)
 
 
-class Marker(_Evidence):
+class Next(_OfChunk):
+    """Asks for the seeds of a chunk's calls (none: the phase is over)."""
+
+    m: Literal["next"]
+
+
+class Marker(_OfChunk):
     """Before a chunk's calls."""
 
     m: Literal["begin"]
-    phase: Phase
-    chunk: int = Field(ge=0)
 
 
-class End(_Evidence):
+class End(_OfChunk):
     """After a chunk's calls, with the in-process seconds of each."""
 
     m: Literal["end"]
-    phase: Phase
-    chunk: int = Field(ge=0)
     times: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] = Field(max_length=MAX_TRIALS)
 
 
 class TensorHeader(_Evidence):
-    """One tensor in the memory files sent with its message (``shared``)."""
+    """One tensor in the memory files sent with its message (``outputs.SealedFiles``)."""
 
     dtype: str
     shape: list[Annotated[int, Field(ge=0)]]
     nbytes: int = Field(ge=0)
     at: int = Field(ge=0)
-    """Its position in the files' concatenation."""
 
 
 class OutputItem(_Evidence):
-    """The outputs of one timed call the parent asked for."""
+    """The outputs of one timed call (``position`` in its chunk)."""
 
     position: int = Field(ge=0)
-    """The call's place in its chunk."""
     tensors: list[TensorHeader]
     reused: bool = False
-    """A later call of the chunk returned this call's output buffer again (the worker's
-    word: it only changes how a wrong output is worded)."""
+    """A later call returned this output's buffer (the worker's word: it only words a wrong
+    output)."""
 
 
-class Outputs(_Evidence):
+class Outputs(_OfChunk):
     """Every timed call's outputs after a chunk, in the memory files sent with it."""
 
     m: Literal["outputs"]
-    phase: Phase
-    chunk: int = Field(ge=0)
     items: list[OutputItem]
     files: int = Field(ge=0)
-    """Memory files sent with the message."""
 
 
 class CheckedItem(_Evidence):
-    """The tensors of one check seed under one key: ``check`` (its first call's outputs),
-    ``again`` (its second call's), ``after`` (its inputs after the call; [] when the call left
-    them as they were made)."""
+    """The tensors of one check seed under one key (``outputs.KEYS``)."""
 
     key: Literal["check", "again", "after"]
     seed: int = Field(ge=0, lt=CHECK_SEEDS)
@@ -184,13 +205,12 @@ class CheckedItem(_Evidence):
 
 class Checked(_Evidence):
     """The checked calls' tensors of one check seed, each key once, in the memory files sent
-    with the message; the seeds come in order."""
+    with the message."""
 
     m: Literal["checked"]
     seed: int = Field(ge=0, lt=CHECK_SEEDS)
     items: list[CheckedItem] = Field(max_length=3)
     files: int = Field(ge=0)
-    """Memory files sent with the message."""
 
 
 AnyMessage = Ready | Next | Marker | End | Outputs | Checked

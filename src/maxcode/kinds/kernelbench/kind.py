@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from maxcode.kinds.base import Kind, Occasion
+from maxcode.types import KernelBenchDetails
 
 if TYPE_CHECKING:
     from maxcode.harness.sandbox import Sandbox
@@ -27,19 +28,19 @@ class KernelBenchKind(Kind):
 
     def device(self, requested: str) -> str:
         """``auto`` is ``cuda`` when PyTorch sees a GPU, else ``cpu``."""
-        from maxcode.kinds.kernelbench.evaluator import resolve_device
+        from maxcode.kinds.kernelbench.backends import resolve_device
 
         return resolve_device(requested)
 
     def device_note(self, device: str) -> str:
-        from maxcode.kinds.kernelbench.evaluator import device_note
+        from maxcode.kinds.kernelbench.backends import device_note
 
         return device_note(device)
 
     def ready(self, settings: EvalSettings) -> None:
         """PyTorch reaches the device and serves the backend (else a one-line error), so that
         a search fails before any LLM call is paid for."""
-        from maxcode.kinds.kernelbench.evaluator import check_device
+        from maxcode.kinds.kernelbench.backends import check_device
 
         check_device(settings.device, backend=settings.backend)
 
@@ -47,7 +48,7 @@ class KernelBenchKind(Kind):
         self, task: Task, source: str, settings: EvalSettings, occasion: Occasion
     ) -> Feedback:
         from maxcode.kinds.kernelbench.evaluator import evaluate_kernelbench
-        from maxcode.kinds.kernelbench.settings import KernelBenchSettings
+        from maxcode.kinds.kernelbench.parameters import KernelBenchSettings
 
         own = KernelBenchSettings.of(
             settings,
@@ -64,8 +65,9 @@ class KernelBenchKind(Kind):
     def prebuild(
         self, task: Task, source: str, settings: EvalSettings, sandbox: Sandbox | None
     ) -> Feedback | None:
-        from maxcode.kinds.kernelbench.evaluator import build_kernelbench, needs_build
-        from maxcode.kinds.kernelbench.settings import KernelBenchSettings
+        from maxcode.kinds.kernelbench.backends import needs_build
+        from maxcode.kinds.kernelbench.evaluator import build_kernelbench
+        from maxcode.kinds.kernelbench.parameters import KernelBenchSettings
 
         if not needs_build(source):
             return None
@@ -97,7 +99,8 @@ class KernelBenchKind(Kind):
                 suggestions.append(
                     f"- Write {first.name} as a custom kernel specialised to these shapes."
                 )
-        roofline = feedback.roofline
+        details = feedback.kernelbench or KernelBenchDetails()
+        roofline = details.roofline
         if roofline is not None and roofline.fraction is not None and not roofline.capped:
             diagnosis += f" It runs at {roofline.fraction:.0%} of the task's speed of light."
             if roofline.bound() == "memory" and roofline.fraction < 0.5:
@@ -110,15 +113,16 @@ class KernelBenchKind(Kind):
                     f"- The task is compute-bound ({roofline.flops / 1e9:.3f} GFLOP per call): "
                     "tile the products so operands are reused from registers and shared memory."
                 )
-        own = [kernel for kernel in feedback.kernel_metrics if not kernel.library]
+        own = [kernel for kernel in details.kernel_metrics if not kernel.library]
         if own and own[0].occupancy is not None and own[0].occupancy < 0.3:
             suggestions.append(
                 f"- {own[0].name[:60]} reaches {own[0].occupancy:.0%} occupancy: use more "
                 "threads per block or fewer registers and less shared memory per thread."
             )
-        if feedback.speedup_vs_compile is not None and feedback.speedup_vs_compile < 1:
+        vs_compile = details.speedup_vs_compile
+        if vs_compile is not None and vs_compile < 1:
             suggestions.append(
-                f"- torch.compile is still {1 / feedback.speedup_vs_compile:.2f}x faster: it "
+                f"- torch.compile is still {1 / vs_compile:.2f}x faster: it "
                 "fuses the operators; a hand-fused kernel should at least match it."
             )
         suggestions.append("- Keep memory access contiguous and avoid temporaries between steps.")

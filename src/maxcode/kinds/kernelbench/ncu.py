@@ -14,10 +14,16 @@ import io
 import os
 import re
 import shutil
+import time
 from collections import defaultdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from maxcode.types import KernelMetrics
+from maxcode.kinds.kernelbench.worker.protocol import NVTX_RANGE, WorkerSpec
+from maxcode.types import Feedback, KernelMetrics
+
+if TYPE_CHECKING:
+    from maxcode.kinds.kernelbench.runner import WorkerRunner
 
 METRICS = {
     "gpu__time_duration.sum": "duration",
@@ -171,3 +177,36 @@ def _merge(name: str, launches: list[dict[str, float]], source: str) -> KernelMe
         dram_bytes=int(sum(dram)) if dram else None,
         library=re.search(rf"\b{re.escape(base_name(name))}\b", source) is None,
     )
+
+
+def with_kernel_metrics(
+    feedback: Feedback, runner: WorkerRunner, common: WorkerSpec, source: str, cache: Path
+) -> Feedback:
+    """The candidate's forward under Nsight Compute (a sandboxed run of its own, after the
+    timed ones): its kernels with occupancy and throughput. Without ncu, or when ncu measures
+    nothing, a note says why and the torch.profiler kernel times stand."""
+    executable = find_ncu()
+    if executable is None:
+        note = "no ncu (Nsight Compute) here: kernel times come from torch.profiler only"
+        return feedback.with_kernelbench(kernel_metrics_note=note)
+    started = time.perf_counter()
+    side = runner.run(
+        "kernels",
+        common,
+        cache,
+        prefix=tuple(command(executable, Path("ncu.csv"), NVTX_RANGE)),
+        readonly=tuple(install_folders(executable)),
+        collect="ncu.csv",
+    )
+    spent = time.perf_counter() - started
+    kernels = parse_csv(side.collected, source)
+    note = ""
+    if not kernels:
+        why = failure_note(side.collected + "\n" + side.sandbox.stderr)
+        if not why and side.report is not None and side.report.stage != "ok":
+            why = f"the profiled run failed: {side.report.message}"[:200]
+        note = why or f"ncu measured no kernels (exit {side.sandbox.exit_code})"
+    profiled = feedback.model_copy(
+        update={"profile_seconds": (feedback.profile_seconds or 0.0) + spent}
+    )
+    return profiled.with_kernelbench(kernel_metrics=kernels, kernel_metrics_note=note)

@@ -1,5 +1,6 @@
-"""The speed of light of a task (the reference's work and this device's measured rates), the
-cap it puts on a CUDA candidate's reward, and the candidate's kernels under Nsight Compute."""
+"""The speed of light of a task (the reference's work and this device's measured rates) and the
+cap it puts on a CUDA candidate's reward; what the reference alone decides (the roofline, the
+``torch.compile`` baseline) measured once per task and kept."""
 
 from __future__ import annotations
 
@@ -7,30 +8,22 @@ import functools
 import hashlib
 import json
 import os
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from maxcode.harness.integrity import Verdict
-from maxcode.kinds.kernelbench import ncu
+from maxcode.kinds.kernelbench.parameters import KernelBenchSettings
 from maxcode.kinds.kernelbench.problem import KernelBenchTask
-from maxcode.kinds.kernelbench.settings import KernelBenchSettings
-from maxcode.kinds.kernelbench.worker.protocol import NVTX_RANGE, WorkerSpec
-from maxcode.types import Feedback, Roofline
-
-if TYPE_CHECKING:
-    from maxcode.kinds.kernelbench.runner import WorkerRunner
+from maxcode.types import Roofline
 
 ROOFLINE_SLACK = 1.5
-"""On CUDA, a candidate claiming to beat the memory floor (its inputs, weights and outputs
-moved once at the measured rate) by more than this factor is flagged and its reward capped
-there. The timed calls flush the L2 cache first, so those bytes must come from device memory;
-1.5 leaves room for a kernel that streams better than the measured copy and sum."""
+"""On CUDA, a candidate claiming to beat the memory floor (its bytes moved once at the measured
+rate; the L2 is flushed before each call) by more than this is flagged and capped there (the
+slack: a kernel may stream better than the measured copy and sum)."""
 
 _MEASURED: dict[tuple[str, tuple[str, str, str]], dict[str, Any]] = {}
-"""What the reference alone decides, per kind, reference, shapes and device, measured once per
-task (kept in this process and in the cache folder, where no sandboxed run can write). Kinds:
-``roofline`` (work and rates) and ``compile`` (torch.compile against eager, ``evaluator``)."""
+"""``roofline`` and ``compile`` measurements per task, kept here and in the cache folder (where
+no sandboxed run can write)."""
 
 
 def roofline_key(task: KernelBenchTask, settings: KernelBenchSettings) -> tuple[str, str, str]:
@@ -40,8 +33,7 @@ def roofline_key(task: KernelBenchTask, settings: KernelBenchSettings) -> tuple[
 
 @functools.cache
 def _measurer() -> tuple[str, str]:
-    """What measures a task: the worker's own code (a new harness measures again) and torch's
-    version. Read once per process, not on every round's lookup."""
+    """What measures a task: the worker's code (a new harness measures again), torch's version."""
     import importlib.metadata
 
     from maxcode.kinds.kernelbench.runner import worker_sources
@@ -57,8 +49,7 @@ def _measurer() -> tuple[str, str]:
 
 
 def _stored(key: tuple[str, str, str], kind: str) -> Path:
-    """The file of a task's measurement, named after the key and what measures it."""
-    from maxcode.config import cache_dir
+    from maxcode.home import cache_dir
 
     named = json.dumps([*key, *_measurer()])
     name = hashlib.sha256(named.encode()).hexdigest()[:24]
@@ -93,8 +84,7 @@ def remember(
 
 
 def roofline(measured: object, candidate_s: float) -> Roofline | None:
-    """The speed of light from the reference's measured work and rates (None when the
-    reference did not report them, or reported nonsense)."""
+    """The speed of light from the reference's work and rates (None: not or badly reported)."""
     if not isinstance(measured, dict):
         return None
     try:
@@ -120,9 +110,8 @@ def roofline(measured: object, candidate_s: float) -> Roofline | None:
 def cap_at_light(
     verdict: Verdict, speedup: float, reference_cost: float, light: Roofline
 ) -> tuple[float, Roofline]:
-    """A candidate faster than moving its bytes once (by more than ``ROOFLINE_SLACK``) did
-    not do the work while timed, or skips inputs the task reads: an ``implausible`` finding
-    (a warning) and the reward capped at the slack."""
+    """A candidate faster than moving its bytes once (by more than ``ROOFLINE_SLACK``) did not
+    do the work while timed: ``implausible``, the reward capped."""
     limit_s = light.memory_floor_s / ROOFLINE_SLACK
     claimed_s = reference_cost / speedup
     if claimed_s >= limit_s:
@@ -137,40 +126,4 @@ def cap_at_light(
     capped = reference_cost / limit_s
     return min(speedup, capped), light.model_copy(
         update={"capped": True, "fraction": light.floor_s / limit_s}
-    )
-
-
-def with_kernel_metrics(
-    feedback: Feedback, runner: WorkerRunner, common: WorkerSpec, source: str, cache: Path
-) -> Feedback:
-    """The candidate's forward under Nsight Compute (a sandboxed run of its own, after the
-    timed ones): its kernels with occupancy and throughput. Without ncu, or when ncu measures
-    nothing, a note says why and the torch.profiler kernel times stand."""
-    executable = ncu.find_ncu()
-    if executable is None:
-        note = "no ncu (Nsight Compute) here: kernel times come from torch.profiler only"
-        return feedback.model_copy(update={"kernel_metrics_note": note})
-    started = time.perf_counter()
-    side = runner.run(
-        "kernels",
-        common,
-        cache,
-        prefix=tuple(ncu.command(executable, Path("ncu.csv"), NVTX_RANGE)),
-        readonly=tuple(ncu.install_folders(executable)),
-        collect="ncu.csv",
-    )
-    spent = time.perf_counter() - started
-    kernels = ncu.parse_csv(side.collected, source)
-    note = ""
-    if not kernels:
-        why = ncu.failure_note(side.collected + "\n" + side.sandbox.stderr)
-        if not why and side.report is not None and side.report.stage != "ok":
-            why = f"the profiled run failed: {side.report.message}"[:200]
-        note = why or f"ncu measured no kernels (exit {side.sandbox.exit_code})"
-    return feedback.model_copy(
-        update={
-            "kernel_metrics": kernels,
-            "kernel_metrics_note": note,
-            "profile_seconds": (feedback.profile_seconds or 0.0) + spent,
-        }
     )

@@ -1,44 +1,15 @@
 """Rounds of a KernelBench evaluation: timing windows, each with a fresh pair of worker
 processes, combined into one speedup (``combine``).
 
-Why. Pairing the two sides chunk by chunk cancels a load that drifts, but not a bias that lasts
-a whole worker process: where a process's memory landed decides how fast it runs for its whole
-life (the figures: ``docs/measurements/kernelbench-notes.md``). More calls cannot shrink that; only
-fresh processes sample it, and ``r`` rounds divide it by the square root of ``r`` (forked ones
-sample it too: on a CPU each round's workers are forked from a zygote per side, ``zygote.py``). The
-search screens its candidates with one round (cheap, the interval's low end selects); what is
-reported as a result (``maxcode eval``, the search's final re-verification) takes
-``REPORTED_ROUNDS``, and more while they scatter (``scattered``), up to ``MOST_ROUNDS``, when it is
-timed adaptively.
-
-Combination. Every round is a whole evaluation: fresh seeds, checks, integrity judgement. The
-first round whose verdict is not a clean correct one (wrong, failed, void) is the evaluation's
-verdict (the evaluator runs no further round), except a round void only by a statistical
-finding of one pair of processes (``CONFIRMED``), which a round of fresh workers must repeat
-to stand (``Tally``). Otherwise the speedup is the weighted geometric mean of the rounds'
-speedups, each weighted by the inverse square of its interval's width (read as a standard
-deviation of the log: half the log width over ``Z975``); equal widths, equal weights. A round
-whose interval is wide (a burst of load, time outside the calls charged to its low end) then
-moves the result little. Its 95% interval:
-
-- the rounds' own intervals as independent errors of the weighted mean: per side, the
-  distance of each round's end from its speedup (in log) times its weight's share, root sum of
-  squares (each round's interval already carries its process bias, ``PROCESS_BIAS``, and the
-  time it charged outside the calls);
-- the rounds' own spread: when they lie further from their mean than their intervals admit,
-  the interval above is widened by that factor (the Birge ratio: the square root of their
-  chi-square over ``r - 1``, when above 1). Rounds without an interval (fewer than two pairs)
-  leave only their spread, with Student's t for ``r - 1`` degrees of freedom.
-
-A round far outside the others is set aside first (``set_aside``; a ``rounds:`` warning names
-it): weights trust each round's interval, and one round can be wrong with a narrow one, weighted
-several times the others, which the Birge ratio widens but does not move. Three rounds are
-needed to tell which is the odd one.
-
-The torch.compile baseline, the profile and the roofline are measured in the first round only;
-``speedup_vs_compile`` keeps the first round's ratio of compiled to eager time, over the
-combined candidate. The timing statistics and the tests shown are the first round's; each
-round's own speedup, interval and the two sides' median calls are kept in ``per_round``.
+Pairing chunks cancels a load that drifts, not a bias that lasts a whole worker process; only
+fresh processes (forked ones too: ``runner.Zygotes``) sample it, and ``r`` rounds divide it by
+the square root of ``r``. A search screens with one round; a reported number takes
+``REPORTED_ROUNDS``, more while they scatter (``scattered``), up to ``MOST_ROUNDS``. Every round
+is a whole evaluation; the first that is not clean is the verdict, except a void that fresh
+workers must confirm (``Tally``). Otherwise the speedup is the rounds' weighted geometric mean,
+an outlier set aside first (``set_aside``), with its interval from ``_estimate``. Baselines,
+profile, roofline, timing statistics and tests are the first round's; ``per_round`` keeps each
+round's speedup, interval and median calls.
 """
 
 from __future__ import annotations
@@ -46,39 +17,28 @@ from __future__ import annotations
 import math
 import statistics
 
-from maxcode.config import positive_setting
 from maxcode.harness.integrity import category_of, finding, void_findings
 from maxcode.harness.stats import Z975, t_quantile
+from maxcode.home import positive_setting
 from maxcode.types import Feedback, RoundSpeedup
 
 REPORTED_ROUNDS = 8
-"""The least rounds of an evaluation whose speedup is reported (``maxcode eval``,
-re-verification; exactly these with a fixed number of calls, ``--repeats``). A bias of each
-pair of worker processes adds to every round's error, and only more rounds sample it: more
-rounds narrow the combined speedup where longer windows do not
-(``docs/measurements/kernelbench-notes.md``)."""
+"""The least rounds of a reported speedup (exactly these with ``--repeats``): more rounds
+narrow it where longer windows do not (``docs/measurements/kernelbench-notes.md``)."""
 
 MOST_ROUNDS = 24
-"""The most rounds of a reported evaluation timed adaptively: past ``REPORTED_ROUNDS`` while
-they scatter (``scattered``): where rounds spread more, eight do not keep repeated evaluations of an
-identical candidate within 2% of each other (``docs/measurements/kernelbench-notes.md``). The cap
-bounds what an evaluation costs then."""
+"""The most rounds of a reported evaluation timed adaptively, added past ``REPORTED_ROUNDS``
+while they scatter (``docs/measurements/kernelbench-notes.md``)."""
 
 SCATTER = 0.005
-"""The standard error of the rounds' mean log speedup (their standard deviation over the
-square root of their count) at which a reported evaluation stops adding rounds: in simulation
-it keeps repeated evaluations of an identical candidate within 2% of each other. The rounds'
-own intervals cannot tell it: each carries the time charged outside the calls and
-``PROCESS_BIAS`` and is several times wider than the rounds' spread."""
+"""The standard error of the rounds' mean log speedup at which a reported evaluation stops
+adding rounds (read from their spread: their own intervals are several times wider)."""
 
 
 def reported_rounds(adaptive: bool) -> tuple[int, int | None]:
     """The rounds of a reported evaluation: the least, and the most when ``adaptive`` (None:
-    exactly the least). ``MAXCODE_MOST_ROUNDS`` (a positive whole number) caps both, for a
-    user who pays for every second of a search's re-verification (and for the test suite):
-    ``REPORTED_ROUNDS`` and ``MOST_ROUNDS`` by default; below ``REPORTED_ROUNDS`` it is the
-    count, and a speedup of fewer rounds samples fewer pairs of worker processes (a wider
-    interval, never a weaker check: every round is still a whole evaluation)."""
+    exactly the least). ``MAXCODE_MOST_ROUNDS`` caps both (a wider interval, never a weaker
+    check: every round is still a whole evaluation)."""
     cap = positive_setting("MAXCODE_MOST_ROUNDS", int, MOST_ROUNDS, "a whole number of rounds")
     least = min(REPORTED_ROUNDS, cap)
     return least, (cap if adaptive else None)
@@ -91,10 +51,8 @@ def clean(feedback: Feedback) -> bool:
 
 CONFIRMED = frozenset({"hidden"})
 """Void findings that stand only once a round of fresh workers repeats them: statistical
-verdicts on the pairs of one pair of processes, which a state of one process can fake (a
-worker can make its inputs much slower for a whole round, beyond what ``OUTSIDE_BIAS`` covers,
-and so void an identical candidate: ``docs/measurements/kernelbench-notes.md``). A candidate that
-hides its work does so in every round."""
+verdicts that a state of one process can fake (``docs/measurements/kernelbench-notes.md``); a
+candidate that hides its work does so in every round."""
 
 
 def needs_confirming(feedback: Feedback) -> bool:
@@ -109,13 +67,10 @@ def needs_confirming(feedback: Feedback) -> bool:
 
 
 class Tally:
-    """The rounds of one evaluation as they come (``add``), until ``wanted`` are in or one is
-    not clean; then one verdict (``result``). With ``most`` (``KernelBenchSettings.round_cap``)
-    above ``wanted``, clean rounds go on while they scatter (``scattered``), up to ``most``. A
-    round void only by a finding of ``CONFIRMED`` is held and another round of fresh workers
-    runs: void again (or worse, wrong or failed), the held round is the verdict; clean, the
-    held round is set aside (its seconds count, a ``rounds`` warning names it) and the
-    evaluation goes on. Once per evaluation: a second such round is a verdict as it comes."""
+    """The rounds of one evaluation as they come (``add``), until ``wanted`` are in (``most``
+    while they scatter) or one is not clean; then one verdict (``result``). A round void only
+    by ``CONFIRMED`` findings is held while fresh workers run one more: not clean again, it is
+    the verdict; clean, it is set aside with a ``rounds`` warning. Once per evaluation."""
 
     def __init__(self, wanted: int, most: int | None = None) -> None:
         self.wanted = wanted
@@ -146,8 +101,7 @@ class Tally:
         self.done.append(feedback)
 
     def result(self) -> Feedback:
-        """The rounds combined (``combine``), with the rounds set aside said and their seconds
-        counted."""
+        """The rounds combined (``combine``), those set aside named, their seconds counted."""
         if self.held is not None:  # no round came to confirm it (not reached by ``more``)
             self.done.append(self.held)
             self.held = None
@@ -183,8 +137,8 @@ def combine(rounds: list[Feedback]) -> Feedback:
     unclean = next((done for done in rounds if not clean(done)), None)
     if len(rounds) == 1 or unclean is not None:
         verdict = unclean or rounds[0]
-        update = {"phases": phases, "rounds": len(rounds), "per_round": per_round}
-        return verdict.model_copy(update=update)
+        verdict = verdict.model_copy(update={"phases": phases})
+        return verdict.with_kernelbench(rounds=len(rounds), per_round=per_round)
     first = rounds[0]
     aside = set_aside(rounds)
     kept = [done for number, done in enumerate(rounds) if number not in aside]
@@ -192,9 +146,9 @@ def combine(rounds: list[Feedback]) -> Feedback:
     speedup = math.exp(centre)
     costs = [math.log(done.reference_cost or 1e-12) for done in kept]
     reference_cost = math.exp(statistics.fmean(costs))
-    vs_compile = None
-    if first.speedup_vs_compile is not None:
-        vs_compile = first.speedup_vs_compile * speedup / first.speedup
+    vs_compile = first.kernelbench.speedup_vs_compile if first.kernelbench else None
+    if vs_compile is not None:
+        vs_compile = vs_compile * speedup / first.speedup
     flags: list[str] = []
     for number, done in enumerate(rounds, 1):
         flags += [f"{flag} (round {number})" for flag in done.flags]
@@ -216,19 +170,14 @@ def combine(rounds: list[Feedback]) -> Feedback:
             "reference_costs": [reference_cost],
             "candidate_costs": [reference_cost / speedup],
             "repeats": sum(done.repeats for done in rounds),
-            "speedup_vs_compile": vs_compile,
             "flags": flags,
             "phases": phases,
-            "rounds": len(rounds),
-            "per_round": per_round,
         }
-    )
+    ).with_kernelbench(speedup_vs_compile=vs_compile, rounds=len(rounds), per_round=per_round)
 
 
 def scattered(rounds: list[Feedback]) -> bool:
-    """Whether clean ``rounds`` scatter more than ``SCATTER`` allows: the standard error of
-    their mean log speedup, the rounds set aside (``set_aside``) left out, as ``combine``
-    leaves them out."""
+    """Whether clean ``rounds`` (less those ``set_aside``) scatter more than ``SCATTER``."""
     aside = set_aside(rounds)
     logs = [math.log(done.speedup) for number, done in enumerate(rounds) if number not in aside]
     if len(logs) < 2:
@@ -238,7 +187,7 @@ def scattered(rounds: list[Feedback]) -> bool:
 
 def _median_call(done: Feedback, side: str) -> float | None:
     """``side``'s median timed call in round ``done`` (None when not timed)."""
-    stats = done.timings.get(side)
+    stats = done.kernelbench.timings.get(side) if done.kernelbench else None
     return stats.median_s if stats is not None else None
 
 
@@ -253,10 +202,9 @@ def _summed_phases(rounds: list[Feedback]) -> dict[str, float]:
 
 def set_aside(rounds: list[Feedback]) -> list[int]:
     """The positions of rounds whose log speedup lies more than ``OUTLIER_SIGMAS`` standard
-    deviations from the rounds' median: its own (from its interval) or the rounds' robust
-    spread (the median absolute deviation, as a standard deviation), whichever is larger.
-    At most half of the rounds can be set aside (half lie within one median absolute
-    deviation); none of fewer than three, or when a round has no interval."""
+    deviations (its own, or the rounds' median absolute deviation as one, the larger) from the
+    rounds' median: one round can be wrong with a narrow interval that outweighs the others.
+    None of fewer than three rounds, or when a round has no interval."""
     if len(rounds) < 3 or any(done.speedup_interval is None for done in rounds):
         return []
     logs = [math.log(done.speedup) for done in rounds]
@@ -281,12 +229,14 @@ def _sigmas(rounds: list[Feedback]) -> list[float]:
 
 
 def _estimate(rounds: list[Feedback]) -> tuple[float, float, float]:
-    """The combined log speedup and the ends of its 95% interval."""
+    """The combined log speedup (weighted by each round's interval read as a standard
+    deviation, ``_sigmas``) and the ends of its 95% interval: the rounds' errors root-sum-squared
+    by their weights' shares, widened by the Birge ratio when they scatter more than their
+    intervals admit. Without intervals, the rounds' spread alone (Student's t)."""
     count = len(rounds)
     logs = [math.log(done.speedup) for done in rounds]
     intervals = [done.speedup_interval for done in rounds if done.speedup_interval]
     if len(intervals) < count:
-        # No round's own error to go by: the rounds' spread alone (Student's t).
         centre = statistics.fmean(logs)
         half = t_quantile(count - 1) * statistics.stdev(logs) / math.sqrt(count)
         return centre, math.exp(centre - half), math.exp(centre + half)
@@ -296,8 +246,6 @@ def _estimate(rounds: list[Feedback]) -> tuple[float, float, float]:
     weights = [sigma**-2 for sigma in sigmas]
     shares = [weight / sum(weights) for weight in weights]
     centre = sum(share * log for share, log in zip(shares, logs))
-    # The Birge ratio: how far the rounds lie from their mean in units of their own errors
-    # (about 1 when the intervals tell the truth); larger, it widens the interval by itself.
     chi2 = sum(((log - centre) / sigma) ** 2 for log, sigma in zip(logs, sigmas))
     ratio = max(1.0, math.sqrt(chi2 / (count - 1)))
     down = ratio * math.sqrt(sum((share * d) ** 2 for share, d in zip(shares, below)))

@@ -1,51 +1,71 @@
-"""Sandboxed worker runs: the job folder, the secret seeds, one run of the ``worker`` package per
-role with its conversation on descriptor 3, and what the run left (``Ran``)."""
+"""Sandboxed worker runs: the job folder and a round's secret seeds (``Job``, ``Seeds``), one
+run of the ``worker`` package per role with its conversation on descriptor 3 (``WorkerRunner``),
+or a round's two workers forked from a zygote per side (``Zygotes``: on a CPU over several
+rounds, torch imported once per side instead of once per worker; each zygote in its side's
+sandbox, serving no other program, so the candidate's rounds fork from a process no code of the
+candidate's ran in).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import functools
 import hashlib
 import importlib.resources
-import importlib.util
+import json
 import os
-import re
 import secrets
 import shutil
 import signal
+import socket
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
-from maxcode.config import cache_dir
-from maxcode.errors import TaskError
-from maxcode.harness.runs import python_paths as interpreter_paths
-from maxcode.harness.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
+from maxcode.harness.runs import python_paths
+from maxcode.harness.sandbox import (
+    Limits,
+    Run,
+    Sandbox,
+    SandboxResult,
+    head_and_tail,
+    kill_group,
+    make_scratch,
+    reported_result,
+)
 from maxcode.harness.turns import gpu_turn
-from maxcode.kinds.kernelbench.channel import Conversation
-from maxcode.kinds.kernelbench.evidence import WorkerReport, read_report
-from maxcode.kinds.kernelbench.problem import KernelBenchTask, reference_failure
-from maxcode.kinds.kernelbench.schedule import TimedPlan
-from maxcode.kinds.kernelbench.settings import CHECK_SEEDS, WARMUP_SEEDS, KernelBenchSettings
-from maxcode.kinds.kernelbench.worker.protocol import SEGMENT_BYTES, Phase, WorkerSpec
+from maxcode.home import cache_dir
+from maxcode.kinds.kernelbench.evidence import Ran
+from maxcode.kinds.kernelbench.listener import Conversation
+from maxcode.kinds.kernelbench.parameters import CHECK_SEEDS, WARMUP_SEEDS, KernelBenchSettings
+from maxcode.kinds.kernelbench.problem import KernelBenchTask
+from maxcode.kinds.kernelbench.worker.protocol import SEGMENT_BYTES, ZYGOTE, WorkerSpec
 
 _FILE_BYTES = 1 << 30
-"""The largest file a worker may write (its result, a candidate's extension build, compile
-caches): a bound on what a candidate can put on disk."""
+"""The largest file a worker may write: a bound on what a candidate can put on disk."""
 _COLLECTED_CHARS = 1 << 20
 MAPPED_BYTES = 256 << 20
 """The least block a worker's allocator maps on its own rather than taking from the heap."""
+ROUNDS_PER_PAIR = 8
+"""Rounds forked from one pair of zygotes: where a zygote's libraries, stack and pages landed
+is a draw its forks share (``docs/measurements/kernelbench-notes.md``)."""
+_ANSWER_SLACK_S = 10.0
+"""Seconds a zygote may take past a round's time limit to answer (kill, sweep, reap)."""
+_CLOSE_S = 5.0
+"""Seconds a zygote may take to end once its socket is closed, before it is killed."""
+_ANSWER_BYTES = 1 << 16
 
 
 @dataclass(frozen=True)
 class Seeds:
-    """Secret seeds of one evaluation, each drawn on its own: the weights (in the spec: weights
-    are not inputs), the warm-up inputs (in the spec), the checks (sent after warm-up). The
-    timed calls' seeds are drawn per call by ``TimedPlan`` and sent per chunk. ``layout``
-    shifts both workers' address layouts alike (worker ``layout.fix_layout``): no secret, only a
-    draw per round."""
+    """Secret seeds of one round: the weights' and the warm-up's (in the spec), the checks'
+    (sent after warm-up; the timed calls' are ``schedule.TimedPlan``'s). ``layout`` shifts both
+    workers' address layouts alike (worker ``layout.fix_layout``): a draw, not a secret."""
 
     init: int
     warmup: list[int]
@@ -76,7 +96,6 @@ class Job:
         os.chmod(folder, 0o755)
         write_readable(folder / "problem.py", task.reference)
         write_readable(folder / "candidate.py", candidate)
-        # The worker's package whole (the runs import it from there, none of maxcode's).
         job = cls(folder, Seeds.fresh())
         job.worker.mkdir(parents=True)
         for made in (job.worker.parent, job.worker):
@@ -91,8 +110,7 @@ class Job:
         return self.folder / "harness" / "worker"
 
     def spec(self, task: KernelBenchTask, settings: KernelBenchSettings) -> WorkerSpec:
-        """What every run of this job reads: no seed of a checked or timed input (the role is
-        the run's: ``WorkerRunner.write_spec``)."""
+        """What every run of this job reads (the role is the run's: ``write_spec``)."""
         return WorkerSpec(
             role="",
             problem=str(self.folder / "problem.py"),
@@ -116,31 +134,9 @@ class Job:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-@dataclass
-class Ran:
-    """What one worker run left: its report, its sandbox result, its conversation (host
-    stamps; its outputs went to the schedule's ``checked`` and ``kept``)."""
-
-    report: WorkerReport | None
-    """None when the worker left no report, or a malformed one (``problem`` says which)."""
-    checked: bool
-    """Every check seed's tensors came."""
-    sandbox: SandboxResult
-    conversation: Conversation | None
-    problem: str | None = None
-    """Why the report or the tensors are missing or malformed (an ``evidence`` finding)."""
-    collected: str = ""
-    """The text of a file the run was asked to leave (ncu's log), bounded."""
-
-    @property
-    def ok(self) -> bool:
-        return self.report is not None and self.report.stage == "ok" and self.checked
-
-
 @functools.cache
 def worker_sources() -> tuple[tuple[str, str], ...]:
-    """The modules of the worker's package, (file name, source) in order of their names: read
-    once per process, written into every job."""
+    """The worker package's modules, (file name, source), read once per process."""
     package = importlib.resources.files("maxcode.kinds.kernelbench.worker")
     return tuple(
         (entry.name, entry.read_text(encoding="utf-8"))
@@ -149,10 +145,9 @@ def worker_sources() -> tuple[tuple[str, str], ...]:
     )
 
 
-def python_paths() -> list[Path]:
-    """What the worker's interpreter needs to see: its installation and the packages of torch,
-    ninja and triton (wherever each is installed)."""
-    return interpreter_paths(("torch", "ninja", "triton"))
+def worker_paths() -> list[Path]:
+    """What the worker's interpreter needs to see: its installation, torch, ninja, triton."""
+    return python_paths(("torch", "ninja", "triton"))
 
 
 def write_readable(path: Path, text: str) -> None:
@@ -173,11 +168,13 @@ def cache_folder(kind: str, source: str) -> Path:
 
 @dataclass
 class WorkerRunner:
+    """Runs of one job's worker in ``sandbox``, pinned to ``cpu``, seeing ``paths``."""
+
     sandbox: Sandbox
     task: KernelBenchTask
     settings: KernelBenchSettings
     job: Path
-    python_paths: list[Path]
+    paths: list[Path]
     cpu: int | None
     layout: int = 0
     """The round's layout seed (``Seeds.layout``), the same for all of its runs."""
@@ -195,22 +192,19 @@ class WorkerRunner:
         wall_s: float | None = None,
         exclusive: bool = True,
     ) -> Ran:
-        """One sandboxed worker run; ``conversation`` serves its descriptor 3, ``prefix`` goes
-        before the interpreter (a profiler), ``readonly`` adds folders it must see,
-        ``collect`` names a file it leaves behind, ``wall_s`` replaces the task's time limit
-        (a run that waits for another's turns); ``exclusive``: hold ``cache`` alone for the run
-        (False: the caller holds it, or the run builds nothing there)."""
+        """One sandboxed worker run: ``conversation`` on its descriptor 3, ``prefix`` before
+        the interpreter (a profiler), ``readonly`` folders it must see, ``collect`` a file it
+        leaves, ``wall_s`` for the task's time limit; ``exclusive``: hold ``cache`` alone."""
         spec_path = self.write_spec(role, spec)
         workdir = make_scratch(f"maxcode-kb-{role}-")
         try:
-            aux = None if conversation is None else conversation.worker_fd
             try:
                 with sole_user(cache) if exclusive else contextlib.nullcontext():
                     result = self.launch(
                         str(spec_path),
                         workdir,
                         cache,
-                        aux,
+                        None if conversation is None else conversation.worker_fd,
                         wall_s or self.task.timeout_s,
                         prefix=prefix,
                         readonly=readonly,
@@ -219,7 +213,7 @@ class WorkerRunner:
             finally:
                 if conversation is not None:
                     conversation.close()
-            side = read_side(workdir, result, conversation)
+            side = Ran.read(workdir, result, conversation)
             if collect is not None and (workdir / collect).is_file():
                 with open(workdir / collect, encoding="utf-8", errors="replace") as handle:
                     side.collected = handle.read(_COLLECTED_CHARS)
@@ -228,14 +222,12 @@ class WorkerRunner:
             shutil.rmtree(workdir, ignore_errors=True)
 
     def write_spec(self, role: str, spec: WorkerSpec, name: str | None = None) -> Path:
-        """The spec file of a run of ``role`` in the job folder (named ``name``, else for
-        the role)."""
+        """The spec file of a run of ``role`` in the job folder (``name``, else the role's)."""
         spec_path = self.job / f"{name or role}.json"
         write_readable(spec_path, replace(spec, role=role).dumps())
         return spec_path
 
     def limits(self, wall_s: float) -> Limits:
-        """A worker's limits, with ``wall_s`` of wall time."""
         cuda = self.settings.device == "cuda"
         return Limits(
             wall_s=wall_s,
@@ -246,10 +238,8 @@ class WorkerRunner:
 
     def pins_late(self) -> bool:
         """Whether a worker pins itself to ``cpu`` once torch is loaded (worker ``layout.pin``)
-        rather than being pinned by the sandbox from its start: in an evaluation of one round
-        on a CPU, so its two workers load torch side by side on two CPUs (a shorter round, the same
-        spread: ``docs/measurements/kernelbench-notes.md``). ``MAXCODE_PIN=start`` pins from the
-        start. Several rounds fork their workers from zygotes on the timing CPU (``zygote.py``)."""
+        rather than from its start: in one round on a CPU, so the two workers load torch on two
+        CPUs (``docs/measurements/kernelbench-notes.md``; ``MAXCODE_PIN=start``: not)."""
         return (
             self.cpu is not None
             and self.settings.device == "cpu"
@@ -269,9 +259,8 @@ class WorkerRunner:
         readonly: tuple[Path, ...] = (),
         on_start: Callable[[int], None] | None = None,
     ) -> SandboxResult:
-        """The worker's package run with ``ARGUMENT`` (a spec file, or ``protocol.ZYGOTE``) in
-        ``workdir``, until it ends: ``aux`` is its descriptor 3, ``cache`` its writable
-        build folder."""
+        """The worker's package run with ``argument`` (a spec file, or ``protocol.ZYGOTE``) in
+        ``workdir``: ``aux`` its descriptor 3, ``cache`` its writable build folder."""
         cuda = self.settings.device == "cuda"
         argv = [*prefix, sys.executable, "-I", "-B", str(self.job / "harness" / "worker"), argument]
         environment = _environment(cache, workdir, self.layout)
@@ -281,7 +270,7 @@ class WorkerRunner:
         return self.sandbox.run_batch(
             argv,
             [Run(workdir=workdir, aux_fd=aux)],
-            readonly=[self.job, *self.python_paths, *readonly],
+            readonly=[self.job, *self.paths, *readonly],
             writable=[cache],
             limits=self.limits(wall_s),
             cpu=None if late else self.cpu,
@@ -305,45 +294,30 @@ def _environment(cache: Path, workdir: Path, layout: int = 0) -> dict[str, str]:
         "CXX": "g++",
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
-        # Blocks below MAPPED_BYTES come from the heap and are kept when freed, or every timed
-        # call pays page faults for its temporaries, which scatters identical candidates' speedups
-        # (docs/measurements/kernelbench-notes.md); a fixed threshold keeps both sides alike. Larger
-        # blocks are mapped and handed back, or gigabyte tensors of slightly different sizes cannot
-        # reuse each other's room.
+        # Below MAPPED_BYTES from the heap and kept when freed (no page faults per call); a
+        # fixed threshold keeps both sides alike (docs/measurements/kernelbench-notes.md).
         "MALLOC_MMAP_THRESHOLD_": str(MAPPED_BYTES),
         "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
-        # Tensors of 2 MiB and more on a page boundary (the huge pages torch also asks for are
-        # off, worker ``layout.no_huge_pages``): where a buffer falls within its page otherwise
-        # follows each process's heap history: a speed bias that lasts a whole worker.
+        # Tensors of 2 MiB and more on a page boundary, not where each heap's history puts them.
         "THP_MEM_ALLOC_ENABLE": "1",
         "MAX_JOBS": "2",
+        "MAXCODE_LAYOUT_SEED": str(layout),
     }
-    # The layout drawn for this round, the same for both sides (worker ``layout.fix_layout``).
-    environment["MAXCODE_LAYOUT_SEED"] = str(layout)
-    passing = ("CUDA_VISIBLE_DEVICES", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST")
-    for passed in passing:
+    for passed in ("CUDA_VISIBLE_DEVICES", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST"):
         if passed in os.environ:
             environment[passed] = os.environ[passed]
     return environment
 
 
-def read_side(workdir: Path, result: SandboxResult, conversation: Conversation | None) -> Ran:
-    report = read_report(workdir / "result.json")
-    if isinstance(report, str):
-        return Ran(None, False, result, conversation, problem=report)
-    if report is None or report.stage != "ok" or report.role not in ("reference", "candidate"):
-        return Ran(report, False, result, conversation)
-    if conversation is None or not conversation.checked:
-        missing = "the worker sent no checked tensors"
-        return Ran(report, False, result, conversation, problem=missing)
-    return Ran(report, True, result, conversation)
+def _gpu_devices() -> list[str]:
+    found = [str(path) for path in Path("/dev").glob("nvidia*")]
+    return [*found, "/dev/dri"] if found else []
 
 
 @contextlib.contextmanager
 def sole_user(cache: Path) -> Iterator[None]:
-    """Hold a build folder alone for one worker run. torch's extension builds take a ``lock``
-    file that a killed build leaves behind, and every later build of that source would wait for
-    it forever; while we hold the folder, any such file is stale and can go."""
+    """Hold a build folder alone for one worker run; torch's ``lock`` files there are then
+    stale (a killed build leaves one, which later builds would wait on forever)."""
     with open(cache.with_name(cache.name + ".lock"), "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
@@ -356,12 +330,9 @@ def sole_user(cache: Path) -> Iterator[None]:
 
 @contextlib.contextmanager
 def device_turn(device: str) -> Iterator[None]:
-    """On a GPU, the device alone for one round, whichever process asks: an exclusive lock on a
-    file per visible GPU (``turns.gpu_turn``), held from before the two workers start until both
-    are gone, since two evaluations timing on one GPU see each other's kernels in their host time
-    (enough to void an identical candidate: ``docs/measurements/kernelbench-notes.md``). The GPU is
-    read from ``CUDA_VISIBLE_DEVICES`` as written: one GPU named two ways is not kept apart. On a
-    CPU, nothing here."""
+    """On a GPU, the device alone for one round (``turns.gpu_turn`` on ``CUDA_VISIBLE_DEVICES``
+    as written), from before the two workers start until both are gone: two evaluations on one
+    GPU see each other's kernels (``docs/measurements/kernelbench-notes.md``)."""
     if device != "cuda":
         yield
         return
@@ -370,73 +341,178 @@ def device_turn(device: str) -> Iterator[None]:
         yield
 
 
-def _gpu_devices() -> list[str]:
-    found = [str(path) for path in Path("/dev").glob("nvidia*")]
-    return [*found, "/dev/dri"] if found else []
+class Zygote:
+    """One side's zygote: started with ``runner`` (its job folder, sandbox, CPU and the
+    evaluation's layout draw), ``role``'s build folder ``cache`` writable, for at most
+    ``wall_s`` in all; ``run`` forks a round's worker, ``close`` ends it."""
+
+    def __init__(self, runner: WorkerRunner, role: str, cache: Path, wall_s: float) -> None:
+        self.runner, self.role, self.cache = runner, role, cache
+        self.workdir = make_scratch(f"maxcode-kb-{role}-")
+        self._control, self._theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._root: int | None = None
+        self.forked = 0
+        self.ended: SandboxResult | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._live, args=(wall_s,), name=f"maxcode-zygote-{role}", daemon=True
+        )
+        self._thread.start()
+
+    def _live(self, wall_s: float) -> None:
+        try:
+            self.ended = self.runner.launch(
+                ZYGOTE,
+                self.workdir,
+                self.cache,
+                self._theirs.fileno(),
+                wall_s,
+                on_start=self._started,
+            )
+        except BaseException as error:  # the sandbox could not run it: the round's to raise
+            self._error = error
+        finally:
+            self._drop_theirs()
+
+    def _started(self, pid: int) -> None:
+        self._root = pid
+        self._drop_theirs()
+
+    def _drop_theirs(self) -> None:
+        if self._theirs.fileno() != -1:
+            self._theirs.close()
+
+    def run(self, spec: WorkerSpec, conversation: Conversation, wall_s: float, layout: int) -> Ran:
+        """One round's worker of this side: ``spec`` (the round's seeds), ``conversation`` on
+        its descriptor 3, killed after ``wall_s``, its layout shifted by ``layout``."""
+        self.forked += 1
+        name = f"{self.role}-{self.forked}"
+        spec_path = self.runner.write_spec(self.role, spec, name)
+        folder = self.workdir / name
+        limits = self.runner.limits(wall_s)
+        order = {
+            "spec": str(spec_path),
+            "folder": str(folder),
+            "layout": layout,
+            "wall_s": wall_s,
+            "cpu_s": limits.cpu_rlimit,
+        }
+        answer: dict[str, Any] | None = None
+        try:
+            while self._root is None and self._thread.is_alive():  # until the sandbox started it
+                self._thread.join(timeout=0.01)
+            if self._error is not None:
+                raise self._error
+            if self._root is not None:
+                conversation.started(self._root, forked=True)
+            try:
+                payload = json.dumps(order).encode()
+                socket.send_fds(self._control, [payload], [conversation.worker_fd])
+                self._control.settimeout(wall_s + _ANSWER_SLACK_S)
+                raw = self._control.recv(_ANSWER_BYTES)
+                answer = json.loads(raw) if raw else None
+            except (OSError, ValueError):  # no answer in time (socket.timeout), or garbled
+                answer = None
+        finally:
+            conversation.close()
+        stdout = _read_bytes(folder / "stdout", limits.file_size_bytes)
+        stderr = head_and_tail(folder / "stderr") if (folder / "stderr").is_file() else ""
+        try:
+            if isinstance(answer, dict) and "status" in answer:
+                isolation = self.runner.sandbox.isolation
+                result = reported_result(answer, limits, stdout, stderr, isolation)
+                return Ran.read(folder, result, conversation)
+            # Without the zygote's account of the round, the worker's report is not evidence.
+            side = Ran.read(folder, self._lost(wall_s, stdout, stderr), conversation)
+            side.problem = side.problem or f"the {self.role}'s zygote did not answer"
+            return side
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)  # what the round wrote, read
+
+    def _lost(self, wall_s: float, stdout: bytes, stderr: str) -> SandboxResult:
+        """The round's result when its zygote did not answer: the zygote ended, the round read
+        as its run ended (at a limit, by a signal), else as killed at its time limit."""
+        self.close(remove=False)
+        ended = self.ended
+        if ended is not None and (ended.limit_hit is not None or ended.signal is not None):
+            return dataclasses.replace(
+                ended, stdout=stdout, stderr=(stderr + "\n" + ended.stderr).strip()
+            )
+        return SandboxResult(
+            exit_code=None,
+            signal=signal.SIGKILL,
+            limit_hit="wall",
+            wall_s=wall_s,
+            cpu_s=0.0,
+            max_rss_kb=0,
+            stdout=stdout,
+            stderr=stderr,
+            isolation=self.runner.sandbox.isolation,
+        )
+
+    def close(self, remove: bool = True) -> None:
+        """End the zygote (killed if it does not end), and with ``remove`` its folder."""
+        if self._control.fileno() != -1:
+            self._control.close()
+        self._thread.join(timeout=_CLOSE_S)
+        if self._thread.is_alive() and self._root is not None:
+            kill_group(self._root)
+            self._thread.join()
+        if remove:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def check_reference(task: KernelBenchTask, side: Ran, timed: bool = True) -> None:
-    """A reference that does not run (or whose run broke the protocol) is the task's error
-    (``timed``: its timed calls must all have run too)."""
-    report, result = side.report, side.sandbox
-    conversation = side.conversation
-    problem = side.problem or (conversation.problem if conversation is not None else None)
-    ran = conversation is not None and (conversation.complete(Phase.PAIRS) or not timed)
-    if side.ok and problem is None and ran:
-        return
-    if report is not None and report.stage != "ok":
-        why = (report.message or "failed").splitlines()[0]
-        where = _failing_frame(report.detail)
-        if where:
-            why = f"{why} ({where})"
-    elif result.limit_hit and result.wall_s > 0:
-        # A run killed at a limit breaks its conversation too: name the limit.
-        why = limit_message(task, result.limit_hit)
-    elif result.signal:
-        # Killed from outside (the OOM killer when the machine runs out of memory).
-        why = f"the reference's process was killed (signal {result.signal})"
-        if result.signal == signal.SIGKILL:
-            why += "; the machine may have run out of memory (try a smaller --scale)"
-    elif problem is not None:
-        why = problem
-    else:
-        why = last_line(result.stderr) or f"exit code {result.exit_code}"
-    raise TaskError(reference_failure(task, why))
+def pair_wall_s(timeout_s: float, settings: KernelBenchSettings) -> float:
+    """How long a pair of zygotes may live: both sides' timeouts and the timing budget for each
+    round it serves (``ROUNDS_PER_PAIR``, or the cap and one held for confirmation)."""
+    served = min(settings.round_cap + 1, ROUNDS_PER_PAIR)
+    return served * (2 * timeout_s + settings.budget_s) + _ANSWER_SLACK_S
 
 
-def limit_message(task: KernelBenchTask, limit: str) -> str:
-    """What a run killed at ``limit`` is told (the reference's and the candidate's alike)."""
-    if limit == "wall":
-        return f"no result within {task.timeout_s:g} s (killed)"
-    if limit == "memory":
-        return f"memory limit ({task.memory_mb} MiB) hit"
-    if limit == "output":
-        return "wrote more than the file-size limit (killed)"
-    return f"{limit} limit hit"
+def _read_bytes(path: Path, limit: int) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(limit)
+    except OSError:
+        return b""
 
 
-def _failing_frame(detail: str) -> str:
-    """``file:line`` of the innermost frame of a worker's traceback ('' when there is none):
-    a reference that fails inside a library needs the place named, not just the error."""
-    frames = re.findall(r'File "([^"]+)", line (\d+)', detail)
-    if not frames:
-        return ""
-    path, line = frames[-1]
-    return f"at {Path(path).name}:{line}" if "maxcode-kb-job" in path else f"at {path}:{line}"
+@dataclass
+class Zygotes:
+    """The two sides' zygotes of one evaluation and their job folder (``Job.again`` per round)."""
 
+    job: Job
+    reference: Zygote
+    candidate: Zygote
 
-def last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1].strip()[:300] if lines else ""
+    @classmethod
+    def start(
+        cls,
+        task: KernelBenchTask,
+        candidate: str,
+        settings: KernelBenchSettings,
+        sandbox: Sandbox,
+        cpu: int | None,
+        paths: list[Path],
+    ) -> Zygotes:
+        """Both zygotes, on ``cpu``, for the rounds one pair serves (``pair_wall_s``)."""
+        job = Job.write(task, candidate)
+        layout = Seeds.fresh().layout  # the evaluation's: the stack and torch's libraries
+        runner = WorkerRunner(sandbox, task, settings, job.folder, paths, cpu, layout)
+        wall_s = pair_wall_s(task.timeout_s, settings)
+        reference = Zygote(runner, "reference", cache_folder("ref", task.reference), wall_s)
+        return cls(
+            job, reference, Zygote(runner, "candidate", cache_folder("cand", candidate), wall_s)
+        )
 
+    @property
+    def rounds(self) -> int:
+        return self.reference.forked
 
-__all__ = [
-    "Job",
-    "Ran",
-    "Seeds",
-    "TimedPlan",
-    "WorkerRunner",
-    "cache_folder",
-    "limit_message",
-    "python_paths",
-]
+    def side(self, role: str) -> Zygote:
+        return self.reference if role == "reference" else self.candidate
+
+    def close(self) -> None:
+        self.reference.close()
+        self.candidate.close()
+        self.job.remove()

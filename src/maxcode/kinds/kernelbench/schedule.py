@@ -1,17 +1,8 @@
-"""Reference and candidate timed in one window: the shared plan of timed calls, the turns the
-two workers take, and when to stop.
-
-Both workers are alive together. The parent grants timed chunks in turn, reference chunk 0,
-candidate chunk 0, reference chunk 1, ... on the same seeds (chunk n of both sides holds the
-same inputs), and a worker waits on its descriptor 3 while the other one computes: a load that
-starts during an evaluation hits both sides, and two workers never time each other's work.
-Chunk n of the two sides is a pair, and the speedup is ``stats.chunk_pair_speedup`` of the
-pairs: pairing cancels a load that drifts slower than a pair (tens of milliseconds).
-
-When to stop (``Stopping``): after each pair, once at least ``MIN_PAIRS`` pairs and the
-device's least number of calls ran, timing stops as soon as the interval lies within
-``TARGET`` of the speedup, or when the calls or the seconds of the timing window reach
-their cap. With a fixed number of trials (``--repeats``) exactly that many calls run.
+"""One round's timing window (``Round``): the plan of timed calls (``TimedPlan``), the turns
+the two workers take (``Turns``), when to stop (``Stopping``), and the outputs compared as they
+come (``outputs``). The parent grants timed chunks in turn, reference chunk n then candidate
+chunk n on the same seeds, the other worker blocked: a load hits both sides, and a pair cancels
+a load that drifts slower than it (tens of milliseconds).
 """
 
 from __future__ import annotations
@@ -22,9 +13,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from maxcode.harness.stats import PairedEstimate, chunk_pair_speedup
-from maxcode.kinds.kernelbench.outputs import CheckedOutputs, TimedOutputs
-from maxcode.kinds.kernelbench.settings import (
+from maxcode.harness.stats import chunk_pair_speedup
+from maxcode.kinds.kernelbench.outputs import CheckedOutputs, Comparer, TimedOutputs
+from maxcode.kinds.kernelbench.parameters import (
     CHUNK,
     CHUNK_BYTES,
     CHUNK_S,
@@ -42,19 +33,17 @@ OVERHEAD_CHUNKS = 4
 
 @dataclass(frozen=True)
 class Stopping:
-    """How many timed calls per side: ``trials`` fixed, or adaptive between the bounds."""
+    """How many timed calls per side: ``trials`` fixed, or adaptive between the bounds until
+    ``min_pairs`` ran and the interval lies within ``target``, or at the budget."""
 
     trials: int | None = None
     min_calls: int = 10
     max_calls: int = 1000
     budget_s: float = 2.0
-    """Seconds of the timing window (both sides) after which timing stops (once ``min_pairs``
-    and ``min_calls`` ran)."""
     min_pairs: int = MIN_PAIRS
     target: float = TARGET
     bar: float | None = None
-    """A search's screen: timing stops once the speedup's interval lies wholly below this
-    reward (the candidate cannot be kept; see ``cpp._rounds_still_needed``)."""
+    """A search's screen: stop once the interval lies wholly below this reward."""
 
     def next_calls(
         self,
@@ -89,11 +78,9 @@ def chunk_calls(
     min_pairs: int = MIN_PAIRS,
     span_s: float = 0.0,
 ) -> int:
-    """Calls per chunk: about ``CHUNK_S`` of calls, a side's turn (``span_s`` per call: the
-    call, making its inputs, sending its outputs) of at most ``CHUNK_SPAN_S``, at most
-    ``CHUNK`` and ``CHUNK_BYTES`` of inputs and outputs (``output_bytes``: both, per call,
-    ``TimedPlan.call_bytes``), at least one; also few enough that the trials (fixed, or at
-    most ``max_calls``) make ``min_pairs`` + 1 chunks (the first pair is a warm-up pair)."""
+    """Calls per chunk: about ``CHUNK_S`` of calls, a turn (``span_s`` per call) of at most
+    ``CHUNK_SPAN_S``, at most ``CHUNK`` and ``CHUNK_BYTES`` (``output_bytes``: inputs and
+    outputs per call), at least one; few enough that the trials make ``min_pairs`` + 1 chunks."""
     calls = CHUNK if estimate_s <= 0 else round(CHUNK_S / estimate_s)
     if span_s > 0:
         calls = min(calls, round(CHUNK_SPAN_S / span_s))
@@ -106,24 +93,21 @@ def chunk_calls(
 
 @dataclass
 class TimedPlan:
-    """The timed calls of one evaluation, shared by the reference's run and the candidate's:
-    the calls of each chunk (decided in turn by ``Schedule``), the seed of each call (drawn
-    when first asked for), the calls whose outputs are kept (drawn once the reference's
-    outputs of the chunk arrive, named to neither worker: both send every output)."""
+    """The timed calls of one round, shared by both sides: the calls of each chunk (``Turns``
+    decides), each call's seed (drawn when first asked for), the calls whose outputs are kept
+    (drawn after the chunk ran, named to neither worker: both send every output)."""
 
     chunk: int = CHUNK
-    """Calls per chunk (from the reference's warm-up)."""
+    """Calls per chunk (sized by the reference's warm-up)."""
     output_bytes: int = 0
-    """Bytes of one call's outputs, as the reference reported them."""
     input_bytes: int = 0
-    """Bytes of one call's inputs (a chunk holds them all, with its outputs)."""
+    """Bytes of one call's outputs and inputs, as the reference reported them."""
     keep_all: bool = True
     """Every call's outputs are kept (they fit ``KEEP_BYTES``); else one call per chunk."""
     chunks: list[int] = field(default_factory=list)
     """Calls of each timed chunk (phase K), in order."""
     seeds: list[int] = field(default_factory=list)
     keep: set[int] = field(default_factory=set)
-    """Kept positions of the chunks decided so far."""
     _kept_chunks: set[int] = field(default_factory=set)
     _draw: secrets.SystemRandom = field(default_factory=secrets.SystemRandom)
 
@@ -135,8 +119,7 @@ class TimedPlan:
         input_bytes: int = 0,
         inputs_s: float = 0.0,
     ) -> None:
-        """The reference's warm-up sizes the chunks (on a call's time, the time of making its
-        inputs, and the bytes of its inputs and outputs) and says whether all outputs fit."""
+        """The reference's warm-up sizes the chunks and says whether all outputs fit."""
         self.output_bytes, self.input_bytes = output_bytes, input_bytes
         self.chunk = chunk_calls(
             estimate_s,
@@ -151,7 +134,6 @@ class TimedPlan:
 
     @property
     def call_bytes(self) -> int:
-        """Bytes of one call's inputs and outputs (what bounds a chunk)."""
         return self.output_bytes + self.input_bytes
 
     @property
@@ -159,7 +141,6 @@ class TimedPlan:
         return sum(self.chunks)
 
     def first(self, chunk: int) -> int:
-        """Position of the first call of K chunk ``chunk``."""
         return sum(self.chunks[:chunk])
 
     def seeds_for(self, first: int, calls: int) -> list[int]:
@@ -168,69 +149,47 @@ class TimedPlan:
         return self.seeds[first : first + calls]
 
     def keep_chunk(self, chunk: int) -> list[int]:
-        """The kept positions of K chunk ``chunk`` (drawn the first time it is asked)."""
+        """The kept positions of K chunk ``chunk`` (drawn when first asked)."""
         first, calls = self.first(chunk), self.chunks[chunk]
         if chunk not in self._kept_chunks:
             if self.keep_all:
                 self.keep.update(range(first, first + calls))
-            elif self.kept_calls(chunk, calls):
-                self.keep.add(first + self._draw.randrange(calls))
+            elif len(self.keep) < max(SAMPLED_OUTPUTS, KEEP_BYTES // max(self.output_bytes, 1)):
+                self.keep.add(first + self._draw.randrange(calls))  # one call, drawn now
             self._kept_chunks.add(chunk)
         return [p for p in range(first, first + calls) if p in self.keep]
 
-    def kept_calls(self, chunk: int, calls: int) -> int:
-        """How many outputs K chunk ``chunk`` of ``calls`` calls will keep (which ones are
-        drawn after the calls ran)."""
-        if chunk in self._kept_chunks:
-            first = self.first(chunk)
-            return sum(1 for position in range(first, first + calls) if position in self.keep)
-        if self.keep_all:
-            return calls
-        return int(len(self.keep) < max(SAMPLED_OUTPUTS, KEEP_BYTES // max(self.output_bytes, 1)))
-
     def positions(self) -> list[int]:
-        """Every kept position, in order."""
         return sorted(self.keep)
 
 
-class Schedule:
-    """The turns of the two workers' timed chunks (see the module's docstring). Called from
-    the two conversations' threads: ``grant`` blocks until the side may run its chunk and
-    returns its calls (0: the phase is over for it); ``finish`` records a chunk's times;
-    a side's next ``grant`` frees the floor it held; ``gone`` says a side's run ended, so the
-    other never waits for it."""
+class Turns:
+    """The turns of the two workers' timed chunks, called from their conversations' threads:
+    ``grant`` blocks until the side may run its chunk and returns its calls (0: the phase is
+    over for it), and the side's next ``grant`` frees the floor; ``finish`` records a chunk's
+    times; ``gone`` says a side's run ended, so the other never waits for it."""
 
     def __init__(self, plan: TimedPlan, stopping: Stopping, opened: bool = True) -> None:
         self.plan, self.stopping = plan, stopping
         self._opened = opened
-        """No timed chunk before the parent opens the window (``open``): the parent's own
-        start-up (its import of torch, which the conversations need) must not fall into it."""
+        """No timed chunk before ``open``: the parent's import of torch must not fall in it."""
         self._turn = threading.Condition()
         self._asked: set[Side] = set()
         self._gone: set[Side] = set()
         self._through: set[Side] = set()
         self._sized = False
         self._busy: Side | None = None
-        self._finished = {Side.REFERENCE: 0, Side.CANDIDATE: 0}
         self._stopped = False
         self._phases: dict[Phase, list[int]] = {}
         self.times: dict[Side, list[list[float]]] = {Side.REFERENCE: [], Side.CANDIDATE: []}
-        """Per-call seconds of each K chunk per side, as the workers reported them."""
+        """Per-call seconds of each K chunk per side, as the workers claim them."""
         self.started_ns: int | None = None
-        """When the first timed chunk was granted (the timing window opens)."""
         self.stopped_ns: int | None = None
-        """When the last pair ended (the window closes)."""
-        self.waited_ns = {Side.REFERENCE: 0, Side.CANDIDATE: 0}
-        """Time each side spent waiting for its turn (blocked on its socket)."""
+        """When the first chunk was granted and the last pair ended."""
         self.order: list[tuple[Side, Phase, int]] = []
         """Every chunk granted, in order: (side, phase, chunk)."""
-        self.kept = TimedOutputs()
-        """The kept outputs of the timed calls of both sides, compared between chunks."""
-        self.checked = CheckedOutputs()
-        """The checked calls' outputs of both sides, compared as they come."""
 
     def grant(self, side: Side, phase: Phase, chunk: int) -> int:
-        asked = time.perf_counter_ns()
         with self._turn:
             if self._busy == side:
                 # Asking again, the side is about to block on its descriptor: only now is the
@@ -241,17 +200,13 @@ class Schedule:
             if phase == Phase.PAIRS and chunk == 0:
                 self._asked.add(side)
                 self._turn.notify_all()
-            while True:
-                calls = self._decide(side, phase, chunk)
-                if calls is not None:
-                    break
+            while (calls := self._decide(side, phase, chunk)) is None:
                 self._turn.wait()
             if calls:
                 self._busy = side
                 self.order.append((side, phase, chunk))
                 if self.started_ns is None:
                     self.started_ns = time.perf_counter_ns()
-            self.waited_ns[side] += time.perf_counter_ns() - asked
             return calls
 
     def finish(self, side: Side, phase: Phase, times: list[float]) -> None:
@@ -259,7 +214,6 @@ class Schedule:
         with self._turn:
             if phase == Phase.PAIRS:
                 self.times[side].append(list(times))
-                self._finished[side] += 1
             self._turn.notify_all()
 
     def open(self) -> None:
@@ -275,15 +229,13 @@ class Schedule:
 
     def wait_sized(self) -> None:
         """Blocks until the plan is sized or the reference's run ended: the candidate's check
-        seeds wait for it, so its checked tensors are always held to the reference's sizes
-        (sent early, they would come before there is a bound)."""
+        seeds wait for it, so its checked tensors are held to the reference's sizes."""
         with self._turn:
             while not (self._sized or Side.REFERENCE in self._gone):
                 self._turn.wait()
 
     def through(self, side: Side) -> None:
-        """``side`` is through the phases the other must wait idle for (the reference: its
-        pairs and its identity model)."""
+        """``side`` is through the phases the other must wait idle for."""
         with self._turn:
             self._through.add(side)
             self._turn.notify_all()
@@ -307,8 +259,9 @@ class Schedule:
             if not (self._stopped or other in self._gone):
                 return None
             return self._baseline(phase, chunk)
+        pairs_done = {name: len(times) for name, times in self.times.items()}
         if side == Side.CANDIDATE:
-            if chunk < len(self.plan.chunks) and self._finished[Side.REFERENCE] > chunk:
+            if chunk < len(self.plan.chunks) and pairs_done[Side.REFERENCE] > chunk:
                 return self.plan.chunks[chunk]
             # Told to stop only once the reference's baselines ran: until then the candidate
             # waits, idle, and cannot disturb them.
@@ -322,12 +275,11 @@ class Schedule:
                 return None
             calls = self.stopping.next_calls(self.plan.chunk, [], [], 0.0)
         else:
-            if self._finished[Side.CANDIDATE] < chunk:
+            if pairs_done[Side.CANDIDATE] < chunk:
                 return None
             elapsed = (time.perf_counter_ns() - (self.started_ns or 0)) / 1e9
-            # Chunks sized on the reference's timed calls so far (a warm-up call, with its
-            # first-touch page faults, can look several times slower than a timed one), and
-            # on the window's seconds per call of either side so far (the sides take turns).
+            # Sized on the reference's timed calls (a warm-up call, with its first-touch page
+            # faults, can look several times slower) and the window's seconds per call so far.
             timed = [value for times in self.times[Side.REFERENCE] for value in times]
             made = len(timed) + sum(len(times) for times in self.times[Side.CANDIDATE])
             self.plan.chunk = chunk_calls(
@@ -359,15 +311,28 @@ class Schedule:
             if phase == Phase.IDENTITY:
                 total = min(total, OVERHEAD_CHUNKS * self.plan.chunk)
             step = self.plan.chunk
-            sizes = [min(step, total - first) for first in range(0, total, step)]
-            self._phases[phase] = sizes
+            self._phases[phase] = [min(step, total - first) for first in range(0, total, step)]
         sizes = self._phases[phase]
         return sizes[chunk] if chunk < len(sizes) else 0
 
     def baseline_first(self, phase: Phase, chunk: int) -> int:
-        """Position of the first call of chunk ``chunk`` of a baseline phase."""
         return sum(self._phases.get(phase, [])[:chunk])
 
-    def estimate(self) -> PairedEstimate:
-        with self._turn:
-            return chunk_pair_speedup(self.times[Side.REFERENCE], self.times[Side.CANDIDATE])
+
+class Round:
+    """One round's timing window, shared by its two conversations (``listener``)."""
+
+    def __init__(self, plan: TimedPlan, stopping: Stopping, opened: bool = True) -> None:
+        self.plan = plan
+        self.turns = Turns(plan, stopping, opened)
+        self.checked = CheckedOutputs()
+        self.kept = TimedOutputs()
+
+    def compare_with(self, comparer: Comparer) -> None:
+        self.kept.compare_with(comparer)
+        self.checked.compare_with(comparer)
+
+    def release(self) -> None:
+        """After the judgement: the outputs still held go."""
+        self.checked.close()
+        self.kept.close()

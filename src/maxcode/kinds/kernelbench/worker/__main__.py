@@ -13,5 +13,5 @@ if __name__ == "__main__":
     layout.no_huge_pages()
     layout.fix_layout()
     if sys.argv[1] == importlib.import_module("worker.protocol").ZYGOTE:
-        sys.exit(importlib.import_module("worker.zygote").serve())
+        sys.exit(importlib.import_module("worker.fork_server").serve())
     sys.exit(importlib.import_module("worker.main").main(sys.argv[1]))

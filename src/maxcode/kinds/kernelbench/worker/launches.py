@@ -7,30 +7,25 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from .channel import Failure
+from .conversation import Failure
 from .protocol import WorkerSpec
 
 
-class TritonLaunches:
-    """Counts launches of the candidate's own ``@triton.jit`` kernels (defined in its file)
-    through wrappers of Triton's launch entry points (``JITFunction.run``,
-    ``CompiledKernel.__getitem__``, ``InterpretedFunction.run``), installed before the candidate
-    is imported.
-
-    It catches a forward that launches none of its kernels, and wrappers put back or replaced
-    (``intact`` false). It cannot catch a token kernel beside a PyTorch forward, or a counter
-    raised through the closures; both take code written for the purpose, which the store keeps."""
+class LaunchCounter:
+    """Counts launches of the candidate's own ``@triton.jit`` kernels (defined in its file),
+    installed before it is imported. It catches a forward that launches none, and wrappers put
+    back (``intact`` false); not a token kernel beside a PyTorch forward, or a counter raised
+    through the closures: code written for the purpose, which the store keeps."""
 
     def __init__(self, candidate: str) -> None:
         self.candidate = os.path.realpath(candidate)
         self.counted = [0, 0]
-        """Launches of the candidate's own kernels; launches of other kernels."""
+        """Launches of the candidate's own kernels, of other kernels."""
         self.calls: list[int] = []
-        """Own launches during each checked forward."""
         self.wrappers: list[tuple[Any, str, Any]] = []
 
     @classmethod
-    def install(cls, spec: WorkerSpec) -> TritonLaunches:
+    def install(cls, spec: WorkerSpec) -> LaunchCounter:
         if spec.device == "cpu":
             # Read by triton.jit: the candidate's kernels are interpreted on CPU tensors.
             os.environ["TRITON_INTERPRET"] = "1"

@@ -22,8 +22,7 @@ def call_libc(name: str, *arguments: int) -> int:
 
 
 def _personality(persona: int = 0xFFFFFFFF) -> int:
-    """personality(2): sets ``persona`` and returns the previous one (the default only asks);
-    -1 when it is refused or cannot be called."""
+    """personality(2): sets ``persona``, returns the previous one (the default only asks)."""
     return call_libc("personality", persona)
 
 
@@ -32,20 +31,15 @@ _PR_SET_THP_DISABLE = 41
 
 def no_huge_pages() -> None:
     """Transparent huge pages off for this process and what it executes (prctl(2), kept across
-    execve): whether a process got them was a draw per process, and identical candidates
-    scored 0.43-0.46 with them on. The parent checks they stay off (judge ``memory``)."""
+    execve): whether a process got them was a draw per process. The judge checks (``memory``)."""
     call_libc("prctl", _PR_SET_THP_DISABLE, 1, 0, 0, 0)
 
 
 def fix_layout() -> None:
     """Re-execute this worker once with address-space randomization off, before torch loads,
-    then shift the layout by the round's draw (``shift_layout``), the same on both sides.
-
-    A random layout makes a process a few percent faster or slower for its whole life, which
-    alternating chunks cannot cancel; drawn per round and shared by the round's two workers
-    (``MAXCODE_LAYOUT_SEED``), rounds sample what a layout does and the sides differ only by
-    their code. Where personality(2) is refused, the worker runs as it is, shifted all the
-    same."""
+    then shift the layout by the round's draw (``shift_layout``), the same on both sides: a
+    random layout biases a process for its whole life, which pairs cannot cancel; drawn per
+    round, rounds sample it. Where personality(2) is refused, the worker runs as it is."""
     stack, pages, heap = layout_draw()
     if os.environ.get(_LAYOUT_SET) is None:
         persona = _personality()
@@ -65,7 +59,6 @@ def fix_layout() -> None:
 
 
 _LAYOUT_SET = "MAXCODE_LAYOUT_SET"
-"""Set by ``fix_layout`` before it re-executes the worker (once is enough)."""
 
 
 def layout_draw() -> tuple[int, int, int]:
@@ -83,10 +76,8 @@ _PROT_NONE, _MAP_PRIVATE, _MAP_ANONYMOUS, _MAP_NORESERVE = 0, 0x02, 0x20, 0x4000
 
 
 def shift_layout(pages: int, heap: int) -> None:
-    """Move where later mappings (torch's libraries, Python's arenas, large buffers) and heap
-    allocations land, by the round's draw (``layout_draw``): an inaccessible reservation of
-    ``pages`` below the mappings made so far, and a heap block of ``heap`` bytes, both kept
-    for the life of the process."""
+    """Move where later mappings and heap allocations land: an inaccessible reservation of
+    ``pages``, and a heap block of ``heap`` bytes, both kept for the life of the process."""
     try:
         import ctypes
 
@@ -105,10 +96,8 @@ def shift_layout(pages: int, heap: int) -> None:
 
 
 def pin() -> None:
-    """Pin every thread of this process to its timing CPU, ``MAXCODE_CPU`` when the parent set
-    it (runner ``pins_late``), once torch is loaded and before the task's code runs, so the two
-    workers load torch on two CPUs at once. Code can undo a pin; the parent reads the workers'
-    CPU clocks (judge ``_resources``)."""
+    """Pin every thread to ``MAXCODE_CPU`` when the parent set it (runner ``pins_late``), once
+    torch is loaded. Code can undo a pin; the judge reads the CPU clocks (``_resources``)."""
     wanted = os.environ.get("MAXCODE_CPU")
     if wanted is None:
         return

@@ -1,5 +1,6 @@
-"""One worker run: the model built, warmed up, checked on the parent's seeds, timed chunk by
-chunk in turn with the other side (``timing``); a report left in ``result.json``."""
+"""One worker run of a role (``WorkerSpec.role``): the model built, warmed up, checked on the
+parent's seeds, timed chunk by chunk in turn with the other side (``timing``); a report left in
+``result.json``."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import json
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any
 
-from .build import compile_check, light_cuda_builds, load_module
-from .channel import Channel, Failure, Pack, perf_counter, staging
-from .launches import TritonLaunches
+from .conversation import Channel, Failure, TensorParcel, perf_counter, staging
+from .extensions import compile_check, light_cuda_builds, load_module
+from .launches import LaunchCounter
 from .layout import pin
 from .probes import forward_profile, forward_under_nvtx, roofline
 from .protocol import Phase, WorkerSpec
@@ -56,105 +58,263 @@ def main(spec_path: str) -> int:
     with open("result.json.tmp", "w", encoding="utf-8") as handle:
         json.dump(result, handle)
     os.replace("result.json.tmp", "result.json")
-    # Everything is written: skip the interpreter's teardown (most of a second with torch).
+    # Skip the interpreter's teardown (most of a second with torch).
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
 
 
 def _run(spec: WorkerSpec, result: dict[str, Any]) -> None:
+    """The run ``spec.role`` asks for, its report filled in ``result`` as it goes."""
     if spec.role == "compile_check":
         compile_check(spec, result)
         return
     stages = _Stages(result)
     triton = spec.backend == "triton" and spec.role != "reference"
-    launches = TritonLaunches.install(spec) if triton else None
+    launches = LaunchCounter.install(spec) if triton else None
     import torch
 
     pin()
     stages.done("torch")
-    # Output containers read as stored: exact lists, tuples and torch's named tuples, taken
-    # before a candidate loads (their classes can be patched).
-    sequences = (list, tuple, *_named_tuples(torch))
+    calls = _Calls(torch, spec.device)
+    problem = _load_problem(spec)
+    if spec.role == "reference":
+        factory = problem.Model
+    else:
+        factory = _load_candidate(spec, calls.device)
+        if factory is None:  # build: importing built the extensions into the cache
+            return
+    stages.done("load")
+    model = _build_model(spec, calls, problem, factory)
+    if spec.role == "kernels":
+        inputs = calls.make_inputs(spec.warmup_seeds[0])
+        forward_under_nvtx(torch, model, inputs, calls.fresh, calls.sync)
+        return
+    with torch.no_grad():
+        stages.done("model")
+        _Session(spec, result, stages, calls, launches).run(model)
 
-    device = torch.device(spec.device)
-    if device.type == "cuda" and device.index is None:
-        # set_device and synchronize want an index; "cuda" means the first visible device.
-        device = torch.device("cuda", 0)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
-    torch.set_num_threads(1)
-    device_sync = None
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-        # The device-wide wait the parent's stamps rely on, bound before the candidate loads.
-        device_sync = torch._C._cuda_synchronize
-    overrides = spec.overrides
+
+def _load_problem(spec: WorkerSpec) -> Any:
     try:
-        problem = load_module("maxcode_problem", spec.problem, overrides)
+        return load_module("maxcode_problem", spec.problem, spec.overrides)
     except BaseException as error:
         raise Failure(
             "load_error", f"the problem file fails to load: {error}", traceback.format_exc()
         ) from None
-    if spec.role == "reference":
-        factory = problem.Model
-        stages.done("load")
-    else:
-        if device.type == "cuda":
-            light_cuda_builds()
-        try:
-            candidate = load_module("maxcode_candidate", spec.candidate, overrides)
-        except SyntaxError as error:
-            raise Failure(
-                "compile_error",
-                f"candidate.py:{error.lineno}: syntax error: {error.msg}",
-                traceback.format_exc(limit=0),
-            ) from None
-        except BaseException as error:
-            message = f"{type(error).__name__}: {error}"
-            raise Failure(
-                "compile_error", message, message + "\n" + traceback.format_exc(limit=-3)
-            ) from None
-        if spec.role == "build":
-            # Importing built the extensions into the cache; the evaluation will load them.
-            return
-        factory = getattr(candidate, "ModelNew", None)
-        if factory is None:
-            raise Failure("compile_error", "the candidate defines no ModelNew class")
-        stages.done("load")
-    get_inputs, get_init_inputs = problem.get_inputs, problem.get_init_inputs
+
+
+def _load_candidate(spec: WorkerSpec, device: Any) -> Any:
+    """The candidate's ``ModelNew``, its import the build of its extensions (None: ``build``)."""
+    if device.type == "cuda":
+        light_cuda_builds()
+    try:
+        candidate = load_module("maxcode_candidate", spec.candidate, spec.overrides)
+    except SyntaxError as error:
+        raise Failure(
+            "compile_error",
+            f"candidate.py:{error.lineno}: syntax error: {error.msg}",
+            traceback.format_exc(limit=0),
+        ) from None
+    except BaseException as error:
+        message = f"{type(error).__name__}: {error}"
+        raise Failure(
+            "compile_error", message, message + "\n" + traceback.format_exc(limit=-3)
+        ) from None
+    if spec.role == "build":
+        return None
+    factory = getattr(candidate, "ModelNew", None)
+    if factory is None:
+        raise Failure("compile_error", "the candidate defines no ModelNew class")
+    return factory
+
+
+def _build_model(spec: WorkerSpec, calls: _Calls, problem: Any, factory: Any) -> Any:
+    """The model built on ``spec.init_seed``, on the device; ``get_inputs`` taken only now,
+    once the candidate is imported."""
+    torch = calls.torch
+    calls.get_inputs = problem.get_inputs
     torch.manual_seed(spec.init_seed)
-    init_inputs = get_init_inputs()
+    init_inputs = problem.get_init_inputs()
     torch.manual_seed(spec.init_seed)
     try:
         model = factory(*init_inputs)
-        model = model.to(device).eval() if isinstance(model, torch.nn.Module) else model
+        return model.to(calls.device).eval() if isinstance(model, torch.nn.Module) else model
     except BaseException as error:
         raise Failure(
             "init_error", f"{type(error).__name__}: {error}", traceback.format_exc(limit=-4)
         ) from None
 
-    def sync() -> None:
-        if device_sync is not None:
-            device_sync()
 
-    def make_inputs(seed: int) -> list:
+class _Session:
+    """A built model's session with the parent over descriptor 3, its measures into ``result``."""
+
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        result: dict[str, Any],
+        stages: _Stages,
+        calls: _Calls,
+        launches: LaunchCounter | None,
+    ) -> None:
+        self.spec, self.result, self.stages, self.calls = spec, result, stages, calls
+        self.launches = launches
+        self.channel = Channel()
+        self.staged = staging(calls.torch, calls.device)
+        timed_outputs = lambda out: calls.flat(out, "timed call")  # noqa: E731
+        self.timing = Timing(
+            calls.torch,
+            spec,
+            calls.device,
+            calls.make_inputs,
+            calls.sync,
+            timed_outputs,
+            self.channel,
+            self.staged,
+        )
+
+    def run(self, model: Any) -> None:
+        spec, result, stages, launches = self.spec, self.result, self.stages, self.launches
+        estimate, output_bytes, input_bytes, inputs_s = (
+            self.timing.warm_up(model) if spec.timed else (0.0, 0, 0, 0.0)
+        )
+        stages.done("warmup")
+        ready = {"estimate_s": estimate, "output_bytes": output_bytes, "input_bytes": input_bytes}
+        plan = self.channel.ask({"m": "ready", **ready, "inputs_s": inputs_s})
+        checked = model if launches is None else launches.per_call(model)
+        result["aliased"] = self.answer_checks(checked, [int(seed) for seed in plan["check"]])
+        stages.done("checks")
+        if not spec.timed:
+            if launches is not None:
+                result["triton"] = launches.report(None, 0)
+            result["times"] = {}
+            return
+        times = self.time_pairs(model, output_bytes + input_bytes)
+        if spec.profile:
+            started = perf_counter()
+            given = [self.calls.make_inputs(seed) for seed in spec.warmup_seeds]
+            result["profile"] = forward_profile(self.calls.torch, model, given, self.calls.sync)
+            result["profile_seconds"] = perf_counter() - started
+        if spec.role == "reference":
+            self.time_baselines(model, times)
+        stages.done("baselines")
+        result["times"] = times
+
+    def answer_checks(self, model: Callable[..., Any], seeds: list[int]) -> list[int]:
+        """A ``checked`` message per check seed (two runs on fresh copies of its inputs, the
+        inputs the first changed); returns the seeds whose outputs alias an input."""
+        calls, torch = self.calls, self.calls.torch
+        aliased: list[int] = []
+        for number, seed in enumerate(seeds):
+            inputs = calls.make_inputs(seed)
+            given = calls.fresh(inputs)
+            first = calls.flat(model(*given), f"seed {number}")
+            calls.sync()
+            if calls.aliases(first, given):
+                aliased.append(number)
+            # Copied out as each call returns: a later call reusing their buffer cannot change them.
+            parcel = TensorParcel(torch, self.staged, self.spec.segment_bytes)
+            items = [{"key": "check", "seed": number, "tensors": parcel.add(first)}]
+            del first
+            after = [v for v in given if isinstance(v, torch.Tensor)]
+            made = [v for v in inputs if isinstance(v, torch.Tensor)]
+            changed = [] if calls.unchanged(made, after) else after
+            items.append({"key": "after", "seed": number, "tensors": parcel.add(changed)})
+            del given, after, changed
+            second = calls.flat(model(*calls.fresh(inputs)), f"seed {number}, second run")
+            calls.sync()
+            items.append({"key": "again", "seed": number, "tensors": parcel.add(second)})
+            del second, inputs
+            parcel.send(self.channel, {"m": "checked", "seed": number, "items": items})
+        return aliased
+
+    def time_pairs(self, model: Any, call_bytes: int) -> dict[str, list[float]]:
+        """The timed calls (the reward), with the threads and Triton launches around them."""
+        spec, result, launches, torch = self.spec, self.result, self.launches, self.calls.torch
+        # On a GPU the timed calls' tensors do not grow the host's heap.
+        if self.calls.device.type == "cpu":
+            reserve(torch, spec, call_bytes)
+        result["threads_before"] = _threads()
+        result["torch_threads_before"] = torch.get_num_threads()
+        label = "eager" if spec.role == "reference" else "candidate"
+        launched_before = launches.total() if launches is not None else 0
+        times = {label: self.timing.run(model, Phase.PAIRS)}
+        self.stages.done("timed")
+        if launches is not None:
+            timed_calls = len(times[label])
+            result["triton"] = launches.report(launches.total() - launched_before, timed_calls)
+        result["threads_after"] = _threads()
+        result["torch_threads_after"] = torch.get_num_threads()
+        return times
+
+    def time_baselines(self, model: Any, times: dict[str, list[float]]) -> None:
+        """The reference's baselines (the harness's overhead, ``torch.compile``) and roofline."""
+        spec, calls, timing = self.spec, self.calls, self.timing
+        # An identity model reads nothing of its inputs: one set serves it and the roofline.
+        identity = lambda *xs: xs[0]  # noqa: E731
+        baseline_inputs = calls.make_inputs(spec.warmup_seeds[0])
+        timing.warm_up(identity, baseline_inputs)
+        times["overhead"] = timing.run(identity, Phase.IDENTITY, one_input_set=baseline_inputs)
+        if spec.compile_baseline:
+            compiled = calls.torch.compile(model)
+            timing.warm_up(compiled)
+            times["compile"] = timing.run(compiled, Phase.COMPILE)
+        if spec.roofline:  # the parent keeps a measurement per task
+            try:
+                self.result["roofline"] = roofline(
+                    calls.torch, model, baseline_inputs, calls.device, calls.sync
+                )
+            except Exception as error:  # informational: never costs the task its reference
+                message = f"{type(error).__name__}: {error}"
+                self.result["roofline_error"] = message[:_MESSAGE_CHARS]
+
+
+class _Calls:
+    """How this worker calls a model: on its device (deterministic maths, one thread), inputs
+    made there from a seed, outputs read as plain tensors; what it relies on bound before the
+    candidate loads."""
+
+    def __init__(self, torch: Any, device_name: str) -> None:
+        self.torch = torch
+        self.sequences = (list, tuple, *_named_tuples(torch))
+        device = torch.device(device_name)
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", 0)
+        self.device = device
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
+        torch.set_num_threads(1)
+        self.device_sync = None
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+            # The device-wide wait the parent's stamps rely on.
+            self.device_sync = torch._C._cuda_synchronize
+        self.get_inputs: Callable[[], list] = list
+
+    def sync(self) -> None:
+        if self.device_sync is not None:
+            self.device_sync()
+
+    def make_inputs(self, seed: int) -> list:
+        torch, device = self.torch, self.device
         torch.manual_seed(seed)
-        # Made on the device: every timed call gets fresh inputs, and making them on the host
-        # would cost far more than a kernel's call.
+        # On the device: made on the host, fresh inputs would cost far more than a kernel's call.
         with device:
-            made = get_inputs()
+            made = self.get_inputs()
         return [value.to(device) if isinstance(value, torch.Tensor) else value for value in made]
 
-    def fresh(inputs: list) -> list:
-        return [value.clone() if isinstance(value, torch.Tensor) else value for value in inputs]
+    def fresh(self, inputs: list) -> list:
+        return [
+            value.clone() if isinstance(value, self.torch.Tensor) else value for value in inputs
+        ]
 
-    def flat(output: object, where: str) -> list:
-        # By exact type, read through the base class: a subclass could run code when iterated.
-        values = _items(output) if type(output) in sequences else [output]
+    def flat(self, output: object, where: str) -> list:
+        """``output``'s tensors (a Failure for anything but plain ``torch.Tensor``s), read by
+        exact type through the base class: a subclass could run code when iterated."""
+        values = _items(output) if type(output) in self.sequences else [output]
         for position, value in enumerate(values):
-            if type(value) is not torch.Tensor:
+            if type(value) is not self.torch.Tensor:
                 kind = f"{type(value).__module__}.{type(value).__qualname__}"
                 raise Failure(
                     "runtime_error",
@@ -162,8 +322,9 @@ def _run(spec: WorkerSpec, result: dict[str, Any]) -> None:
                 )
         return values
 
-    def unchanged(made: list, after: list) -> bool:
+    def unchanged(self, made: list, after: list) -> bool:
         """The call left its inputs as they were made (NaN equal to NaN)."""
+        torch = self.torch
         return len(made) == len(after) and all(
             a.dtype == b.dtype
             and a.shape == b.shape
@@ -174,121 +335,18 @@ def _run(spec: WorkerSpec, result: dict[str, Any]) -> None:
             for a, b in zip(made, after)
         )
 
-    def aliases(outputs: list, inputs: list) -> bool:
+    def aliases(self, outputs: list, inputs: list) -> bool:
+        """Some output shares its storage with an input."""
         pointers = {
             value.untyped_storage().data_ptr()
             for value in inputs
-            if isinstance(value, torch.Tensor) and value.numel()
+            if isinstance(value, self.torch.Tensor) and value.numel()
         }
         return any(out.numel() and out.untyped_storage().data_ptr() in pointers for out in outputs)
 
-    if spec.role == "kernels":
-        forward_under_nvtx(torch, model, make_inputs(spec.warmup_seeds[0]), fresh, sync)
-        return
-    channel = Channel()
-    # On a GPU, outputs reach the memory files through pinned host memory, a piece at a time.
-    staged = staging(torch, device)
-    timing = Timing(
-        torch,
-        spec,
-        device,
-        make_inputs,
-        sync,
-        lambda out: flat(out, "timed call"),
-        channel,
-        staged,
-    )
-    aliased: list[int] = []
-    checked = model if launches is None else launches.per_call(model)
-    with torch.no_grad():
-        # Warm-up on inputs of its own seeds; untimed (Triton interpreted): none.
-        stages.done("model")
-        estimate, output_bytes, input_bytes, inputs_s = (
-            timing.warm_up(model) if spec.timed else (0.0, 0, 0, 0.0)
-        )
-        stages.done("warmup")
-        plan = channel.ask(
-            {
-                "m": "ready",
-                "estimate_s": estimate,
-                "output_bytes": output_bytes,
-                "input_bytes": input_bytes,
-                "inputs_s": inputs_s,
-            }
-        )
-        check_seeds = [int(seed) for seed in plan["check"]]
-        for number, seed in enumerate(check_seeds):
-            inputs = make_inputs(seed)
-            given = fresh(inputs)
-            first = flat(checked(*given), f"seed {number}")
-            sync()
-            if aliases(first, given):
-                aliased.append(number)
-            # Outputs copied out as each call returns, so a later call reusing their buffer
-            # cannot change them; inputs after the call only when it changed them.
-            pack = Pack(torch, staged, spec.segment_bytes)
-            items = [{"key": "check", "seed": number, "tensors": pack.add(first)}]
-            del first
-            after = [v for v in given if isinstance(v, torch.Tensor)]
-            made = [v for v in inputs if isinstance(v, torch.Tensor)]
-            changed = [] if unchanged(made, after) else after
-            items.append({"key": "after", "seed": number, "tensors": pack.add(changed)})
-            del given, after, changed
-            second = flat(checked(*fresh(inputs)), f"seed {number}, second run")
-            sync()
-            items.append({"key": "again", "seed": number, "tensors": pack.add(second)})
-            del second, inputs
-            pack.send(channel, {"m": "checked", "seed": number, "items": items})
-        result["aliased"] = aliased
-        stages.done("checks")
-        if not spec.timed:
-            if launches is not None:
-                result["triton"] = launches.report(None, 0)
-            result["times"] = {}
-            return
-        # On a GPU the timed calls' tensors do not grow the host's heap.
-        if device.type == "cpu":
-            reserve(torch, spec, output_bytes + input_bytes)
-        result["threads_before"] = _threads()
-        result["torch_threads_before"] = torch.get_num_threads()
-        times: dict[str, list[float]] = {}
-        label = "eager" if spec.role == "reference" else "candidate"
-        launched_before = launches.total() if launches is not None else 0
-        times[label] = timing.run(model, Phase.PAIRS)
-        stages.done("timed")
-        if launches is not None:
-            timed_calls = len(times[label])
-            result["triton"] = launches.report(launches.total() - launched_before, timed_calls)
-        result["threads_after"] = _threads()
-        result["torch_threads_after"] = torch.get_num_threads()
-        if spec.profile:
-            started = perf_counter()
-            given = [make_inputs(seed) for seed in spec.warmup_seeds]
-            result["profile"] = forward_profile(torch, model, given, sync)
-            result["profile_seconds"] = perf_counter() - started
-        if spec.role == "reference":
-            # The harness's own cost per call: the same loop around an identity model, which
-            # reads nothing of its inputs, so one input set serves it and the roofline.
-            identity = lambda *xs: xs[0]  # noqa: E731
-            baseline_inputs = make_inputs(spec.warmup_seeds[0])
-            timing.warm_up(identity, baseline_inputs)
-            times["overhead"] = timing.run(identity, Phase.IDENTITY, one_input_set=baseline_inputs)
-            if spec.compile_baseline:
-                compiled = torch.compile(model)
-                timing.warm_up(compiled)
-                times["compile"] = timing.run(compiled, Phase.COMPILE)
-            if spec.roofline:  # the parent keeps a measurement per task
-                try:
-                    result["roofline"] = roofline(torch, model, baseline_inputs, device, sync)
-                except Exception as error:  # informational: never costs the task its reference
-                    message = f"{type(error).__name__}: {error}"
-                    result["roofline_error"] = message[:_MESSAGE_CHARS]
-    stages.done("baselines")
-    result["times"] = times
-
 
 class _Stages:
-    """Seconds of the worker's stages by its own clock (informational, see the report)."""
+    """Seconds of the worker's stages by its own clock (``WorkerReport.stages``)."""
 
     def __init__(self, result: dict[str, Any]) -> None:
         self.seconds: dict[str, float] = {}

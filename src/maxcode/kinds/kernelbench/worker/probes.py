@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .channel import perf_counter
+from .conversation import perf_counter
 from .protocol import NVTX_RANGE
 
 
@@ -79,9 +79,8 @@ def _matmul_rate(torch: Any, device: Any, dtype: Any, sync: Callable) -> float:
 
 
 def _byte_rate(torch: Any, device: Any, sync: Callable, moved: int) -> float:
-    """Bytes/s of the better of a copy (bytes read and written) and a sum (bytes read): over
-    512 MiB on a GPU (device memory, as the timed calls flush L2), over the task's own size on
-    a CPU (1 to 128 MiB, where fresh inputs sit in the caches)."""
+    """Bytes/s of the better of a copy and a sum: over 512 MiB on a GPU (the timed calls flush
+    L2), over the task's own size on a CPU (1 to 128 MiB, where fresh inputs sit in caches)."""
     size = 512 << 20 if device.type == "cuda" else min(max(moved, 1 << 20), 128 << 20)
     buffer = torch.ones(size // 4, dtype=torch.float32, device=device)
     copy = _best_seconds(lambda: buffer.clone(), sync)
@@ -92,19 +91,15 @@ def _byte_rate(torch: Any, device: Any, sync: Callable, moved: int) -> float:
 _TOP_OPERATORS = 8
 
 OWN_CODE = "(own code outside PyTorch operators)"
-"""On a CPU, the profiler records PyTorch's operators only: a C++ extension's function runs
-inside none of them. Its time is this entry of the profile: the same forwards timed without the
-profiler, less the time of their top-level operators under it (what the profiler adds to a
-small forward lands in the operators, not here). So a candidate whose own kernel takes most of
-the time is not shown as spending it in the few tensors it allocates."""
+"""On a CPU, the profile's entry for time in no PyTorch operator (a C++ extension's function):
+the forwards timed without the profiler, less their top-level operators' time under it."""
 
 
 def forward_profile(
     torch: Any, model: Callable[..., Any], inputs: list[list[Any]], sync: Callable[[], None]
 ) -> dict[str, Any]:
     """Where one forward's time goes (``torch.profiler``): the top operators or kernels by
-    their own time, launches and bytes allocated per call. Informational: it feeds the critic,
-    never the reward."""
+    their own time, launches and bytes allocated per call (for the critic, never the reward)."""
     from torch.autograd import DeviceType
     from torch.autograd.profiler import profile
 
@@ -112,7 +107,7 @@ def forward_profile(
         isinstance(value, torch.Tensor) and value.is_cuda for values in inputs for value in values
     )
     calls = len(inputs)
-    # The profiler beneath torch.profiler.profile: the wrapper imports torch._inductor (1.6 s).
+    # The profiler beneath torch.profiler.profile, whose wrapper imports torch._inductor.
     with profile(
         use_cpu=True, use_device="cuda" if cuda else None, profile_memory=True, use_kineto=True
     ) as prof:

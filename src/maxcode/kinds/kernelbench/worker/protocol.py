@@ -53,51 +53,40 @@ class Part(_Name):
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """What one worker run reads from its spec file: no seed of a checked or timed input (those
-    come over descriptor 3, just in time)."""
+    """What one worker run reads from its spec file: no seed of a checked or timed input."""
 
     role: str
-    """reference, candidate, build (import only: fills the build cache), kernels (one forward
-    under Nsight Compute) or compile_check (compile ``load_inline`` sources, load nothing)."""
+    """reference (``Model``, its baselines), candidate (``ModelNew``), build (import only: fills
+    the build cache), kernels (one forward under Nsight Compute) or compile_check (compile
+    ``load_inline`` sources, load nothing)."""
     problem: str
-    """The problem file (its ``Model``, ``get_inputs``, ``get_init_inputs``)."""
     candidate: str
-    """The candidate file (its ``ModelNew``)."""
     device: str
     init_seed: int
     """The seed of the weights (``get_init_inputs`` and the model's construction)."""
     warmup_seeds: list[int]
-    """Seeds of the warm-up inputs."""
     overrides: dict[str, int] = field(default_factory=dict)
     """Module-level sizes of the problem and the candidate replaced at import (``--scale``)."""
     backend: str = "cuda"
-    """The candidate's kernels: cuda or triton (Triton's launches are counted)."""
     timed: bool = True
     """False: checks only (a Triton candidate interpreted on a CPU)."""
     warmup: int = 3
-    """Warm-up calls at most."""
     warmup_s: float = float("inf")
-    """Seconds after which the warm-up stops at two calls."""
+    """Warm-up calls at most, and the seconds after which two will do."""
     chunk_calls: int = 0
-    """Calls of the largest chunk (sizes the heap's reserve)."""
     chunk_bytes: int = 0
-    """Bytes of the largest chunk's inputs and outputs."""
+    """The largest chunk's calls and bytes (they size the heap's reserve)."""
     profile: bool = False
-    """One forward under ``torch.profiler`` after the timed calls."""
     compile_baseline: bool = False
-    """The reference also times ``torch.compile`` of its model."""
     roofline: bool = True
-    """The reference measures its work and this device's rates."""
     segment_bytes: int = SEGMENT_BYTES
     stubs: str = ""
-    """compile_check: the folder of the CUDA stub headers."""
 
     def dumps(self) -> str:
         return json.dumps(asdict(self))
 
     @classmethod
     def loads(cls, text: str) -> WorkerSpec:
-        """The spec in ``text`` (ValueError: not one)."""
         raw = json.loads(text)
         known = {item.name for item in fields(cls)}
         if not isinstance(raw, dict) or not set(raw) <= known:

@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from .channel import Channel, Pack, perf_counter
+from .conversation import Channel, TensorParcel, perf_counter
 from .protocol import WorkerSpec
 
 _ALIGNMENT_SLACK = 16 << 20
@@ -18,11 +18,10 @@ _TRIM_BYTES = int(os.environ.get("MALLOC_TRIM_THRESHOLD_", 1 << 30))
 
 
 def reserve(torch: Any, spec: WorkerSpec, call_bytes: int) -> None:
-    """Faults in, before the timed calls, the heap the chunks will need (twice a chunk's inputs
-    and outputs, twice one call's more) and hands it back to the allocator, which keeps it up
-    to its trim threshold. Otherwise page faults of a growing heap fall inside one side's calls
-    (identical candidates scored 0.15-0.55). One block, after small blocks are freed, so that
-    2 MiB-aligned tensors find room in one piece."""
+    """Faults in, before the timed calls, the heap the chunks will need and hands it back to
+    the allocator, which keeps it up to its trim threshold: otherwise a growing heap's page
+    faults fall inside one side's calls. One block, after small blocks are freed, so that 2
+    MiB-aligned tensors find room in one piece."""
     if call_bytes <= 0:
         return
     chunk = min(int(spec.chunk_bytes), int(spec.chunk_calls) * call_bytes)
@@ -31,8 +30,7 @@ def reserve(torch: Any, spec: WorkerSpec, call_bytes: int) -> None:
     del pool
     # One call at least, its tensors' alignment, and the largest chunk pad.
     room = 2 * max(chunk, call_bytes) + 2 * call_bytes + _ALIGNMENT_SLACK + CHUNK_PAD_BYTES
-    # No more than the allocator keeps (runner ``MALLOC_TRIM_THRESHOLD_``): more only raises
-    # the peak memory.
+    # No more than the allocator keeps: more only raises the peak memory.
     room = min(room, _TRIM_BYTES - _ALIGNMENT_SLACK)
     reserve = torch.ones(room, dtype=torch.uint8)
     del reserve
@@ -46,25 +44,21 @@ CHUNK_PAD_BYTES = 8 << 20
 
 
 def _mixed(value: int) -> int:
-    """A multiplicative hash of ``value`` to 64 bits: the draws of places and pads from the
-    parent's seeds (nothing a candidate's patch of a module could reach)."""
+    """A multiplicative hash to 64 bits: places and pads drawn from the parent's seeds."""
     return (value * 0xBF58476D1CE4E5B9) % (1 << 64)
 
 
 def chunk_pad_bytes(seed: int) -> int:
-    """Bytes of the pad a CPU chunk whose first call has ``seed`` allocates before its inputs
-    and frees with its outputs: whole pages below ``CHUNK_PAD_BYTES``, drawn from the seed, so
-    the same on both sides. Without it a forward's temporaries land on the same pages for a
-    whole worker, a bias of each pair of processes; shifted per chunk, the pairs average it."""
+    """Bytes of the pad a CPU chunk allocates before its inputs and frees with its outputs:
+    whole pages drawn from its first ``seed``, the same on both sides, so a forward's
+    temporaries do not land on the same pages for a whole worker."""
     return PAGE * ((_mixed(seed) >> 20) % (CHUNK_PAD_BYTES // PAGE))
 
 
 class Timing:
-    """Timed calls of one callable: each call gets inputs of its own, from a seed the parent
-    sends just before the call's chunk, made outside the timed window, so no cache of earlier
-    answers can serve it. After a chunk every call's outputs are sent and the parent checks
-    those it drew without naming them, so no call can leave its work to unchecked outputs. On
-    CUDA the L2 cache is flushed before each call (``_call``)."""
+    """Timed calls of one callable, each on inputs of its own from a seed sent just before its
+    chunk (no cache of earlier answers can serve it), every call's outputs sent after the chunk
+    (the parent checks those it drew without naming them)."""
 
     def __init__(
         self,
@@ -86,10 +80,9 @@ class Timing:
     def warm_up(
         self, model: Callable[..., Any], inputs: list[Any] | None = None
     ) -> tuple[float, int, int, float]:
-        """Warm-up calls (two once ``warmup_s`` is spent on the calls and on making their
-        inputs, which can take far longer than the calls); returns the seconds of the fastest
-        call, one call's output and input bytes, and the seconds of the fastest making of one
-        call's inputs. With ``inputs`` (a model that reads none), every call gets those."""
+        """Warm-up calls (at least two, until ``warmup_s``); returns the fastest call's seconds,
+        one call's output and input bytes, the fastest making of one call's inputs. With
+        ``inputs`` (a model that reads none), every call gets those."""
         spec = self.spec
         estimate, output_bytes, input_bytes, spent = float("inf"), 0, 0, 0.0
         making = float("inf")
@@ -117,12 +110,10 @@ class Timing:
         return estimate, output_bytes, input_bytes, making
 
     def _placed(self, inputs: list[Any], seed: int) -> list[Any]:
-        """On a CPU, each contiguous input tensor copied to a place drawn from the call's seed:
-        whole pages within ``PLACEMENT_BYTES`` (or the next power of two above its size) past
-        the start of a buffer of its own, the same draws on both sides. Where an output lands
-        relative to its input changes a call's speed (identical cumsum candidates scored
-        1.11-1.17 from heap history alone); drawn per call, the offset is noise the pairs
-        average, not a bias a round repeats."""
+        """On a CPU, each contiguous input tensor copied to whole pages within
+        ``PLACEMENT_BYTES`` past the start of a buffer of its own, drawn from the call's seed:
+        where an output lands relative to its input changes a call's speed; drawn per call, it
+        is noise the pairs average, not a bias a round repeats."""
         if self.cuda:
             return inputs
         torch = self.torch
@@ -155,8 +146,7 @@ class Timing:
     def run(
         self, model: Callable[..., Any], phase: str, *, one_input_set: list[Any] | None = None
     ) -> list[float]:
-        """Chunks of timed calls for as long as the parent sends seeds; ``one_input_set``:
-        those inputs serve every call (a model that reads none of them)."""
+        """Chunks of timed calls while the parent sends seeds (``one_input_set``: for all)."""
         torch = self.torch
         flush = torch.empty(64 << 20, dtype=torch.int32, device=self.device) if self.cuda else None
         samples: list[float] = []
@@ -167,9 +157,7 @@ class Timing:
             seeds = [int(seed) for seed in answer["seeds"]]
             if not seeds:
                 return samples
-            # The chunk's inputs are made before its begin marker, so the host time between the
-            # markers is the calls'. The chunk's pad is the one other allocation: where a buffer
-            # lands then follows from the calls alone, the same on both sides for one program.
+            # Inputs made before the begin marker: the host time between the markers is the calls'.
             pad = None
             if not self.cuda:
                 pad = torch.empty(chunk_pad_bytes(seeds[0]) + 1, dtype=torch.uint8)
@@ -179,11 +167,9 @@ class Timing:
                     batch.append(self._placed(self.make_inputs(seed), seed))
                 else:
                     batch.append(one_input_set)
-            # On a GPU, wait for the kernels that make the inputs, or they fall in the calls'
-            # window (which voided an honest kernel).
+            # On a GPU, wait for the kernels that make the inputs, or they fall in the calls'.
             self.sync()
             outputs: list[list[Any]] = []
-            times: list[float] = []
             # The parent reads this process's CPU clock before it answers.
             self.channel.ask({"m": "begin", **where})
             marks = []
@@ -193,8 +179,7 @@ class Timing:
                 outputs.append(self.flat(self.last))
                 self.last = None
             times = self._claims(marks)
-            # Waits for the answer at once: the parent reads this process's CPU clock while it
-            # is blocked (read while it runs, the clock lags up to a scheduler tick).
+            # Blocked for the answer at once, while the parent reads this process's CPU clock.
             self.channel.send({"m": "end", **where, "times": times})
             self.channel.receive()
             samples += times
@@ -205,9 +190,8 @@ class Timing:
             chunk += 1
 
     def _send_outputs(self, outputs: list[list[Any]], where: dict[str, Any]) -> None:
-        """Sends ``outputs``, every call's of the chunk, in order, in memory files (``Pack``),
-        each marked ``reused`` when a later call of the chunk returned its buffer again (its
-        values are gone by now). Found here, after the calls, not between them."""
+        """Sends every call's outputs of the chunk, each marked ``reused`` when a later call
+        returned its buffer again (found after the calls, not between them)."""
         owners: dict[int, int] = {}
         reused: set[int] = set()
         for position, values in enumerate(outputs):
@@ -217,16 +201,15 @@ class Timing:
                     if address in owners:
                         reused.add(owners[address])
                     owners[address] = position
-        pack = Pack(self.torch, self.staging, self.spec.segment_bytes)
+        parcel = TensorParcel(self.torch, self.staging, self.spec.segment_bytes)
         items = [
-            {"position": position, "tensors": pack.add(values), "reused": position in reused}
+            {"position": position, "tensors": parcel.add(values), "reused": position in reused}
             for position, values in enumerate(outputs)
         ]
-        pack.send(self.channel, {"m": "outputs", **where, "items": items})
+        parcel.send(self.channel, {"m": "outputs", **where, "items": items})
 
     def _call(self, model: Callable[..., Any], given: list[Any], flush: Any) -> Any:
-        """One timed call (its output left in ``self.last``): its seconds on a CPU, its
-        events on a GPU (read by ``_claims``)."""
+        """One timed call (output in ``self.last``): its seconds, or on a GPU its events."""
         torch = self.torch
         if flush is not None:
             # L2 flushed on the call's stream, without waiting: the device runs the chunk back
@@ -244,8 +227,7 @@ class Timing:
         return float(perf_counter() - start)
 
     def _claims(self, marks: list[Any]) -> list[float]:
-        """The calls' in-process seconds: on a GPU, by their events, once the whole device is
-        done (side streams included: the end marker follows this wait)."""
+        """The calls' in-process seconds (on a GPU by their events, the whole device done)."""
         if not self.cuda:
             return marks
         self.sync()

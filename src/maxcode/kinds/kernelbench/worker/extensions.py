@@ -9,7 +9,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from .channel import Failure
+from .conversation import Failure
 from .protocol import WorkerSpec
 
 
@@ -38,18 +38,16 @@ LIGHT_CUDA_HEADERS = ["#include <cuda.h>", "#include <cuda_runtime.h>"]
 
 
 def light_headers(cuda_sources: list[str]) -> bool:
-    """Whether ``cuda_sources`` can build without the ``torch/types.h`` that ``load_inline``
-    puts before them (they name nothing of torch's): that header is most of a small CUDA
-    extension's build time."""
+    """Whether ``cuda_sources`` name nothing of torch's, so build without the ``torch/types.h``
+    that ``load_inline`` puts first (most of a small extension's build time)."""
     return bool(cuda_sources) and not any(
         name in source for source in cuda_sources for name in _TORCH_NAMES
     )
 
 
 def light_cuda_builds() -> None:
-    """``load_inline`` builds CUDA sources that name nothing of torch's without torch's
-    implicit header (``light_headers``); should that fail, it builds them again as torch
-    would, so no source fails here that torch's own build accepts."""
+    """``load_inline`` builds ``light_headers`` sources without torch's implicit header, and
+    as torch would should that fail."""
     import torch.utils.cpp_extension as extension
 
     original = extension.load_inline
@@ -84,13 +82,21 @@ _NVCC_FLAGS = [
 
 def compile_check(spec: WorkerSpec, result: dict[str, Any]) -> None:
     """Compile the sources of every ``load_inline`` call of the candidate without loading them
-    (for CUDA candidates on a machine with nvcc and no GPU): the call is recorded instead of
-    built, then its sources are written as torch writes them and compiled one by one."""
-    import shutil
-    import subprocess
-    import sysconfig
+    (nvcc and no GPU): the calls recorded, then their sources compiled as torch writes them."""
+    calls = _recorded_calls(spec)
+    includes = _include_paths(spec.stubs)
+    checked: list[str] = []
+    for call in calls:
+        folder = os.path.join(os.getcwd(), "check", str(len(checked)))
+        os.makedirs(folder)
+        light = _compile_call(call, includes, folder)
+        checked.append(f"{call['name']} without torch's headers" if light else call["name"])
+    result["checked"] = checked
 
-    import torch
+
+def _recorded_calls(spec: WorkerSpec) -> list[dict[str, Any]]:
+    """The candidate imported with ``load_inline`` recording its calls instead of building;
+    an error after a call was recorded is the extension's refusal to load (``_NotLoaded``)."""
     import torch.utils.cpp_extension as extension
 
     calls: list[dict[str, Any]] = []
@@ -116,79 +122,83 @@ def compile_check(spec: WorkerSpec, result: dict[str, Any]) -> None:
         if not calls:
             message = f"{type(error).__name__}: {error}"
             raise Failure("compile_error", message, traceback.format_exc(limit=-3)) from None
+    return calls
+
+
+def _include_paths(stubs: str) -> list[str]:
+    """The include paths torch's CUDA builds give every source, with the ``stubs``."""
+    import shutil
+    import sysconfig
+
+    import torch
+
     torch_root = os.path.dirname(torch.__file__)
     includes = [
         os.path.join(torch_root, "include"),
         os.path.join(torch_root, "include", "torch", "csrc", "api", "include"),
         sysconfig.get_paths()["include"],
-        spec.stubs,
+        stubs,
     ]
-    # torch's CUDA builds give every source the toolkit's headers (the C++ sources too).
     found = os.path.realpath(shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc")
     homes = [os.environ.get("CUDA_HOME", ""), os.path.dirname(os.path.dirname(found))]
-    includes += [
+    toolkits = [
         os.path.join(home, "include")
         for home in [*homes, "/usr/local/cuda"]
         if home and os.path.isfile(os.path.join(home, "include", "cuda_runtime_api.h"))
-    ][:1]
-    log: list[str] = []
-    checked: list[str] = []
-    for call in calls:
-        folder = os.path.join(os.getcwd(), "check", str(len(checked)))
-        os.makedirs(folder)
-        common = [f"-I{path}" for path in [*includes, *(call.get("extra_include_paths") or [])]]
-        common += [f"-DTORCH_EXTENSION_NAME={call['name']}", "-DTORCH_API_INCLUDE_EXTENSION_H"]
-        commands = []
-        cpp = _as_list(call["cpp"])
-        functions = call.get("functions")
-        if isinstance(functions, str):
-            functions = [functions]
-        if functions:
-            cpp += ["PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {"]
-            cpp += [f'm.def("{f}", torch::wrap_pybind_function({f}), "{f}");' for f in functions]
-            cpp += ["}"]
-        with open(os.path.join(folder, "main.cpp"), "w", encoding="utf-8") as handle:
-            handle.write("\n".join(["#include <torch/extension.h>", *cpp]))
-        compiler = os.environ.get("CXX", "g++")
-        cflags = list(call.get("extra_cflags") or [])
-        commands.append(
-            [compiler, "-fsyntax-only", "-std=c++20", "-fPIC", *common, *cflags, "main.cpp"]
-        )
-        cuda = _as_list(call["cuda"])
-        if cuda:
-            cuda_flags = list(call.get("extra_cuda_cflags") or [])
-            nvcc = ["nvcc", "-c", "cuda.cu", "-o", "cuda.o", "-std=c++20", *_NVCC_FLAGS]
-            commands.append([*nvcc, *common, *cuda_flags])
-        # As the GPU build (``light_cuda_builds``): light headers first, then torch's.
-        torch_headers = ["#include <torch/types.h>", *LIGHT_CUDA_HEADERS]
-        tries = [LIGHT_CUDA_HEADERS, torch_headers] if light_headers(cuda) else [torch_headers]
-        light = False
-        for command in commands:
-            for headers in tries if command[0] == "nvcc" else [[]]:
-                light = headers is LIGHT_CUDA_HEADERS
-                if headers:
-                    with open(os.path.join(folder, "cuda.cu"), "w", encoding="utf-8") as handle:
-                        handle.write("\n".join([*headers, *cuda]))
-                done = subprocess.run(
-                    command,
-                    cwd=folder,
-                    capture_output=True,
-                    text=True,
-                    errors="replace",
-                    check=False,
-                )
-                if done.returncode == 0:
-                    break
-            output = (done.stdout + done.stderr).strip()
-            if done.returncode != 0:
-                log.append(f"$ {' '.join(command[:3])} ... ({call['name']})\n{output}")
-                raise Failure(
-                    "compile_error",
-                    f"extension {call['name']!r} does not compile",
-                    "\n\n".join(log),
-                )
-        checked.append(f"{call['name']} without torch's headers" if light else call["name"])
-    result["checked"] = checked
+    ]
+    return includes + toolkits[:1]
+
+
+def _compile_call(call: dict[str, Any], includes: list[str], folder: str) -> bool:
+    """Compile one recorded call's C++ (syntax only, with torch's module definition) and CUDA
+    sources as the GPU build does (``light_cuda_builds``); whether light headers did. A Failure
+    when a source does not compile."""
+    name = call["name"]
+    common = [f"-I{path}" for path in [*includes, *(call.get("extra_include_paths") or [])]]
+    common += [f"-DTORCH_EXTENSION_NAME={name}", "-DTORCH_API_INCLUDE_EXTENSION_H"]
+    cpp = _as_list(call["cpp"])
+    functions = call.get("functions")
+    if isinstance(functions, str):
+        functions = [functions]
+    if functions:
+        cpp += ["PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {"]
+        cpp += [f'm.def("{f}", torch::wrap_pybind_function({f}), "{f}");' for f in functions]
+        cpp += ["}"]
+    _write(folder, "main.cpp", ["#include <torch/extension.h>", *cpp])
+    cflags = [*common, *(call.get("extra_cflags") or [])]
+    compiler = os.environ.get("CXX", "g++")
+    _compile(name, folder, [compiler, "-fsyntax-only", "-std=c++20", "-fPIC", *cflags, "main.cpp"])
+    cuda = _as_list(call["cuda"])
+    if not cuda:
+        return False
+    nvcc = ["nvcc", "-c", "cuda.cu", "-o", "cuda.o", "-std=c++20", *_NVCC_FLAGS, *common]
+    nvcc += call.get("extra_cuda_cflags") or []
+    if light_headers(cuda):
+        _write(folder, "cuda.cu", [*LIGHT_CUDA_HEADERS, *cuda])
+        if _compile(name, folder, nvcc, last_try=False):
+            return True
+    _write(folder, "cuda.cu", ["#include <torch/types.h>", *LIGHT_CUDA_HEADERS, *cuda])
+    _compile(name, folder, nvcc)
+    return False
+
+
+def _write(folder: str, name: str, lines: list[str]) -> None:
+    with open(os.path.join(folder, name), "w", encoding="utf-8") as handle:
+        handle.write("\n".join(lines))
+
+
+def _compile(name: str, folder: str, command: list[str], last_try: bool = True) -> bool:
+    """Whether ``command`` succeeds in ``folder`` (a Failure on the ``last_try``)."""
+    import subprocess
+
+    done = subprocess.run(
+        command, cwd=folder, capture_output=True, text=True, errors="replace", check=False
+    )
+    if done.returncode == 0 or not last_try:
+        return done.returncode == 0
+    output = (done.stdout + done.stderr).strip()
+    detail = f"$ {' '.join(command[:3])} ... ({name})\n{output}"
+    raise Failure("compile_error", f"extension {name!r} does not compile", detail)
 
 
 def _as_list(sources: Any) -> list[str]:

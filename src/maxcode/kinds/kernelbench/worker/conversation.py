@@ -1,5 +1,5 @@
 """The worker's end of descriptor 3: JSON lines to the parent and its answers, tensors copied
-into sealed memory files sent beside them (``Pack``; the parent's ``shared`` reads them)."""
+into sealed memory files sent beside them (``TensorParcel``; the parent's ``outputs``)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ class Channel:
             raise self._broken(str(error)) from None
 
     def send(self, message: dict[str, Any], fds: tuple[int, ...] | list[int] = ()) -> None:
-        """One message; ``fds`` (memory files, ``Pack``) go with its first byte."""
+        """One message; ``fds`` (memory files, ``TensorParcel``) go with its first byte."""
         import array
         import socket
 
@@ -91,10 +91,10 @@ class Channel:
         return Failure("channel_error", f"the harness's channel (descriptor 3) failed: {why}")
 
 
-class Pack:
-    """Tensors copied into sealed memory files and sent in one message (``shared`` reads them
-    in the parent): each at an offset of the files' concatenation aligned to ``ALIGN``, files
-    of ``segment_bytes``. Each tensor is written as it is added, so the caller can drop it."""
+class TensorParcel:
+    """Tensors copied into sealed memory files of ``segment_bytes`` and sent in one message,
+    each at an offset aligned to ``ALIGN`` (one larger than a segment's rest starts a fresh
+    one); written as added, so the caller can drop it."""
 
     def __init__(self, torch: Any, staging: Any, segment_bytes: int) -> None:
         self.torch, self.staging, self.segment = torch, staging, segment_bytes
@@ -102,7 +102,6 @@ class Pack:
         self.used: list[int] = []
 
     def add(self, values: list[Any]) -> list[dict[str, Any]]:
-        """Copies ``values`` (tensors) in; returns their headers."""
         torch = self.torch
         headers = []
         for value in values:

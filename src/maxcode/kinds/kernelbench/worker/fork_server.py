@@ -8,6 +8,7 @@ import os
 import sys
 import time
 import traceback
+from contextlib import suppress
 from typing import Any
 
 from .layout import call_libc, layout_draw, shift_layout
@@ -18,13 +19,10 @@ _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 4, 36
 
 
 def serve() -> int:
-    """One side's process for a whole evaluation: import torch once, then fork this side's
-    worker for each round ordered on descriptor 3 (a ``SOCK_SEQPACKET`` socket: the order as
-    JSON, ``spec``, ``folder``, ``layout``, ``wall_s``, ``cpu_s``, with the round's conversation
-    socket attached), answering once the round's processes are gone (``_serve_round``).
-
-    No code of the task runs here, and the workers cannot reach this process: it is not
-    dumpable, and it is their subreaper, so whatever a round leaves is killed before the next."""
+    """Import torch once, then fork this side's worker for each round ordered on descriptor 3
+    (JSON on a ``SOCK_SEQPACKET`` socket, the round's conversation attached), answering once the
+    round's processes are gone. No code of the task runs here, and the workers cannot reach it:
+    not dumpable, their subreaper (whatever a round leaves is killed before the next)."""
     import signal
     import socket
 
@@ -46,10 +44,8 @@ def serve() -> int:
 
 
 def _serve_round(order: dict[str, Any], fds: list[int], control: Any) -> dict[str, Any]:
-    """Fork the round's worker, wait for it (killed at ``wall_s``), kill what it left, and
-    say how it ended: its wait status, whether its time ran out, its wall time, the CPU time
-    of every process of the round (the worker, its children, what they left) and the
-    worker's peak memory."""
+    """Fork the round's worker, wait for it (killed at ``wall_s``), kill what it left, and say
+    how it ended (read by ``sandbox.reported_result``)."""
     import resource
     import signal
 
@@ -90,8 +86,8 @@ def _serve_round(order: dict[str, Any], fds: list[int], control: Any) -> dict[st
 
 
 def _forked_worker(order: dict[str, Any], conversation: int, control: Any) -> None:
-    """The round's worker, in the zygote's fork: the round's conversation as descriptor 3,
-    a folder of its own, its output there, the round's layout shift; then ``main``."""
+    """The round's worker in the fork: its conversation as descriptor 3, a folder of its own,
+    the round's layout shift; then ``main``."""
     try:
         import resource
         import signal
@@ -119,8 +115,7 @@ def _forked_worker(order: dict[str, Any], conversation: int, control: Any) -> No
 
 
 def _sweep() -> bool:
-    """Kill and reap every child this process has (a round's leftovers: as the subreaper,
-    every orphan of a round comes here), until none is left; whether there was any."""
+    """Kill and reap every child (as the subreaper, every orphan of a round); whether any."""
     import signal
 
     killed = False
@@ -130,15 +125,11 @@ def _sweep() -> bool:
             break
         killed = True
         for pid in children:
-            try:
+            with suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         for pid in children:
-            try:
+            with suppress(ChildProcessError):
                 os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
     while True:  # zombies no listing showed
         try:
             if os.waitpid(-1, os.WNOHANG)[0] == 0:
@@ -149,10 +140,8 @@ def _sweep() -> bool:
 
 
 def _clear_private_tmp() -> None:
-    """Delete what a round left in its run's private ``/tmp`` (the sandbox's own tmpfs, which
-    the rounds of one zygote share), so the next round starts from none of it. Only a tmpfs
-    the sandbox's init mounted (named ``maxcode``), and never across a folder mounted inside
-    it (the job's, a build cache)."""
+    """Delete what a round left in the run's private ``/tmp`` (the sandbox's tmpfs named
+    ``maxcode``, shared by the zygote's rounds), never across a folder mounted inside it."""
     try:
         with open("/proc/self/mountinfo", encoding="utf-8") as handle:
             mounts = [line.split(" - ", 1) for line in handle]
@@ -161,10 +150,8 @@ def _clear_private_tmp() -> None:
     for fields, rest in (pair for pair in mounts if len(pair) == 2):
         target, source = fields.split()[4], rest.split()[1:2]
         if target in ("/tmp", "/var/tmp") and source == ["maxcode"]:
-            try:
+            with suppress(OSError, RecursionError):
                 _clear_folder(target, os.lstat(target).st_dev)
-            except (OSError, RecursionError):
-                pass
 
 
 def _clear_folder(folder: str, device: int) -> None:
@@ -177,18 +164,13 @@ def _clear_folder(folder: str, device: int) -> None:
             continue
         if info.st_dev != device:
             continue  # a folder the sandbox mounted here
-        if stat.S_ISDIR(info.st_mode):
-            try:
+        with suppress(OSError):  # a folder fails on the way to a mounted one
+            if stat.S_ISDIR(info.st_mode):
                 os.chmod(entry.path, 0o700)
                 _clear_folder(entry.path, device)
                 os.rmdir(entry.path)
-            except OSError:
-                pass  # on the way to a mounted folder
-        else:
-            try:
+            else:
                 os.unlink(entry.path)
-            except OSError:
-                pass
 
 
 def _children_of(parent: int) -> list[int]:

@@ -68,7 +68,8 @@ def _evaluate(problem: str, fixture: Path, backend: str) -> dict[str, Any]:
     started = time.perf_counter()
     feedback = evaluate_task(task, fixture.read_text(), device="cuda", backend=backend)
     seconds = time.perf_counter() - started
-    timings = {name: stats.median_s for name, stats in feedback.timings.items()}
+    measured = feedback.kernelbench.timings if feedback.kernelbench else {}
+    timings = {name: stats.median_s for name, stats in measured.items()}
     row = {
         "problem": problem,
         "fixture": fixture.name,

@@ -121,4 +121,4 @@ def test_the_search_packages_face_is_what_a_user_may_import() -> None:
     for name in search.__all__:
         assert getattr(search, name) is not None
     with pytest.raises(AttributeError, match="no attribute 'summarize'"):
-        _ = search.summarize  # internal: maxcode.search.api.summarize
+        _ = search.summarize  # internal: maxcode.search.driver.summarize

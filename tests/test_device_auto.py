@@ -10,7 +10,7 @@ import pytest
 
 from maxcode.errors import MaxcodeError
 from maxcode.kinds import KINDS
-from maxcode.kinds.kernelbench.evaluator import device_note, resolve_device
+from maxcode.kinds.kernelbench.backends import device_note, resolve_device
 from tests.helpers import run_maxcode, write_problem
 
 

@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from maxcode.api import bench, evaluate, load_task, optimize
     from maxcode.errors import MaxcodeError
     from maxcode.harness.settings import EvalRequest, EvalSettings
-    from maxcode.search.api import RunSummary
     from maxcode.search.config import SearchConfig
+    from maxcode.search.driver import RunSummary
     from maxcode.tasks import Task
     from maxcode.types import Feedback
 
@@ -28,7 +28,7 @@ _WHERE = {
     "MaxcodeError": "maxcode.errors",
     "EvalRequest": "maxcode.harness.settings",
     "EvalSettings": "maxcode.harness.settings",
-    "RunSummary": "maxcode.search.api",
+    "RunSummary": "maxcode.search.driver",
     "SearchConfig": "maxcode.search.config",
     "Task": "maxcode.tasks",
     "Feedback": "maxcode.types",

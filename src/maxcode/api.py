@@ -23,7 +23,7 @@ from maxcode.errors import MaxcodeError, RunInterrupted
 
 if TYPE_CHECKING:
     from maxcode.harness.settings import EvalRequest
-    from maxcode.search.api import RunSummary
+    from maxcode.search.driver import RunSummary
     from maxcode.search.loop import StepReport
     from maxcode.tasks import Task
     from maxcode.types import Feedback
@@ -121,8 +121,8 @@ def optimize(
     budgets (``max_usd``, ``max_llm_tokens``, ``max_llm_calls``) and ``request_timeout`` among
     ``settings``."""
     from maxcode.kinds import check_timing_settings
-    from maxcode.search.api import RESUMABLE_SETTINGS, new_run, run_search
     from maxcode.search.config import make_config, maxcode_variant
+    from maxcode.search.driver import RESUMABLE_SETTINGS, new_run, run_search
     from maxcode.store import open_store
 
     base_url = settings.pop("base_url", None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -36,7 +37,7 @@ class _Commands(click.Group):
     """The top-level group; command groups with heavy imports load only when named."""
 
     lazy: ClassVar[dict[str, tuple[str, str]]] = {
-        "llm": ("maxcode.llm.cli", "llm_group"),
+        "llm": ("maxcode.llm.commands", "llm_group"),
         "init": ("maxcode.kinds.project.init", "init_command"),
     }
 
@@ -74,6 +75,8 @@ def run_cli() -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
+    except sqlite3.Error as error:  # a store read outside RunStore's own error handling
+        _fail(f"the run store cannot be read or written: {error}", 2)
     except Exception as error:  # a bug in maxcode: say so in one line, keep details opt-in
         if os.environ.get("MAXCODE_DEBUG"):
             raise
@@ -103,10 +106,20 @@ def eval_command(
 
 @main.command("doctor")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-def doctor_command(as_json: bool) -> None:
+@click.option(
+    "--clean",
+    is_flag=True,
+    help="First remove the scratch folders that killed runs left in the temporary folder.",
+)
+def doctor_command(as_json: bool, clean: bool) -> None:
     """What this machine offers each task kind, and how to install what is missing."""
     from maxcode.doctor import doctor, format_report
 
+    if clean:
+        from maxcode.harness.sandbox import remove_orphan_scratch
+
+        removed = remove_orphan_scratch()
+        console.say(f"removed {len(removed)} scratch folder(s) of processes that are gone")
     report = doctor()
     if as_json:
         click.echo(json.dumps(report.as_json()))
@@ -205,7 +218,7 @@ def optimize_command(
 ) -> None:
     """Search for a faster version of TASK's program."""
     from maxcode.api import optimize
-    from maxcode.search.api import RESUMABLE_SETTINGS
+    from maxcode.search.driver import RESUMABLE_SETTINGS
 
     on_line = typed(ctx)
     if resume_id:

@@ -156,15 +156,24 @@ def print_runs(rows: list[dict[str, Any]]) -> None:
     for row in rows:
         cost = "?" if row["cost_usd"] is None else f"${row['cost_usd']:.4f}"
         table.add_row(
-            row["run_id"], row["task"], row["label"], row["status"],
+            row["run_id"], row["task"], row["label"], _status_text(row),
             row["result_text"], str(row["evaluations"]), str(len(row["void"])),
             str(row["llm_calls"]), cost,
             isolation_text(row["isolation"], row["unsafe_isolation"]),
         )  # fmt: skip
     Console().print(table)
     for row in rows:
+        if row["status"] == "damaged":
+            say(f"damaged: {row['message']}")
         for voided in row["void"]:
             say(f"void: run {row['run_id']} node {voided['node']}: {voided['reason']}")
+
+
+def _status_text(row: dict[str, Any]) -> str:
+    """``stopped (interrupted)`` for a run Ctrl-C stopped or whose driver is gone."""
+    if row["status"] == "stopped" and str(row["message"]).startswith("interrupted"):
+        return "stopped (interrupted)"
+    return str(row["status"])
 
 
 def print_feedback(feedback: Feedback) -> None:
@@ -206,8 +215,9 @@ def print_feedback(feedback: Feedback) -> None:
     elif feedback.correct and feedback.reference_cost and feedback.candidate_cost:
         low, high = feedback.speedup_interval or (feedback.speedup, feedback.speedup)
         noise = f", 95% CI {low:.2f}x-{high:.2f}x" if low != high else ""
-        if feedback.rounds:
-            windows = f" in {feedback.rounds} rounds" if feedback.rounds > 1 else ""
+        rounds_run = feedback.kernelbench.rounds if feedback.kernelbench else 0
+        if rounds_run:
+            windows = f" in {rounds_run} rounds" if rounds_run > 1 else ""
             rounds = f" over {feedback.repeats} timed calls{windows}" if noise else ""
         else:
             rounds = f" over {feedback.repeats} rounds" if noise and feedback.repeats else ""
@@ -216,8 +226,9 @@ def print_feedback(feedback: Feedback) -> None:
             f"{as_text(feedback.reference_cost)} -> "
             f"{as_text(feedback.candidate_cost)}{noise}{rounds})"
         )
-        if len(feedback.per_round) > 1:
-            each = ", ".join(f"{done.speedup:.3f}x" for done in feedback.per_round)
+        per_round = feedback.kernelbench.per_round if feedback.kernelbench else []
+        if len(per_round) > 1:
+            each = ", ".join(f"{done.speedup:.3f}x" for done in per_round)
             console.print(f"[dim]rounds: {each}[/]")
     for flag in feedback.flags:
         console.print(f"[yellow]flag[/]: {flag}", markup=True)

@@ -7,17 +7,19 @@ tails are cut, so that a candidate printing a gigabyte cannot flood a prompt or 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
-FEEDBACK_SCHEMA_VERSION = 7
+FEEDBACK_SCHEMA_VERSION = 8
 """2: ``device``, ``timings``, ``speedup_vs_compile``, ``shape_scale``, ``profiles``
 (KernelBench); ``cpp_profile``, ``profile_seconds``. 3: ``roofline``, ``kernel_metrics``,
 ``kernel_metrics_note`` (KernelBench). 4: ``suspect``, ``claimed_speedup`` (the integrity
 policy: a void finding takes the reward). 5: ``speedup_interval``, ``phases``, ``backend``;
 metric ``printed`` (project tasks). 6: ``rounds`` (KernelBench). 7: ``per_round``
-(KernelBench)."""
+(KernelBench). 8: the KernelBench-only keys under ``kernelbench`` (``KernelBenchDetails``),
+``cpp_profile`` as ``cpp.profile`` (``CppDetails``); older verdicts are read by moving them
+there."""
 
 TestStatus = Literal[
     "passed", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit"
@@ -250,6 +252,122 @@ class RoundSpeedup(_Record):
     tell)."""
 
 
+class KernelBenchDetails(_Record):
+    """What a KernelBench evaluation found beside the verdict (``Feedback.kernelbench``)."""
+
+    backend: str = ""
+    """The candidate's kernel language (cuda, cpp, triton)."""
+    rounds: int = 0
+    """Timing windows combined, each with a fresh pair of worker processes
+    (``maxcode.kinds.kernelbench.rounds``)."""
+    per_round: list[RoundSpeedup] = []
+    """Each round's own speedup and interval, in the order run (a round set aside included);
+    what ``speedup`` combines, kept to show how far the rounds agree."""
+    timings: dict[str, TimingStats] = {}
+    """Per-call timings of ``reference`` (eager), ``candidate``, ``harness`` (an identity model
+    timed the same way: the fixed cost in every call) and, when measured, ``compile`` (the
+    reference under ``torch.compile``)."""
+    speedup_vs_compile: float | None = None
+    """The ``torch.compile`` baseline's cost / the candidate's, when measured."""
+    shape_scale: float | None = None
+    """The factor the problem's shape constants were scaled by (1: as written)."""
+    roofline: Roofline | None = None
+    """The task's speed of light and the candidate's share of it."""
+    kernel_metrics: list[KernelMetrics] = []
+    """On CUDA with profiling and Nsight Compute: the forward's kernels."""
+    kernel_metrics_note: str = ""
+    """Why ``kernel_metrics`` is empty when profiling asked for it (no ncu, no permission)."""
+
+    def describe(self, device: str, repeats: int) -> list[str]:
+        """What the policy and the critic read of a correct candidate beside the verdict: the
+        per-call times of the reference, the candidate and ``torch.compile`` on ``device``
+        (medians of ``repeats`` calls), the kernels' metrics, the roofline."""
+        lines = []
+        if self.timings:
+            lines.append(self._describe_timings(device, repeats))
+        if self.kernel_metrics:
+            lines.append(
+                "Kernels of the candidate's forward (Nsight Compute; occupancy and throughput as "
+                "shares of peak): "
+                + "; ".join(
+                    kernel.summary() + (" [library]" if kernel.library else "")
+                    for kernel in self.kernel_metrics[:5]
+                )
+                + "."
+            )
+        elif self.kernel_metrics_note:
+            lines.append(f"Kernel metrics: {self.kernel_metrics_note}.")
+        if self.roofline is not None:
+            lines.append(f"Roofline: {self.roofline.summary()}.")
+        return lines
+
+    def _describe_timings(self, device: str, repeats: int) -> str:
+        parts = []
+        labels = {"reference": "eager", "candidate": "candidate", "compile": "compile"}
+        for name, label in labels.items():
+            stats = self.timings.get(name)
+            if stats is not None:
+                median, spread = stats.median_s * 1e3, stats.spread_s * 1e3
+                parts.append(f"{label} {median:.4g} ms (±{spread:.2g})")
+        line = f"Per call on {device}, median of {repeats}: " + ", ".join(parts)
+        if self.speedup_vs_compile is not None:
+            line += f"; {self.speedup_vs_compile:.2f}x against torch.compile"
+        harness = self.timings.get("harness")
+        if harness is not None:
+            line += (
+                f"; every timed call includes {harness.median_s * 1e3:.4g} ms of fixed harness "
+                "cost (an identity model timed the same way)"
+            )
+        return line + "."
+
+    def summary(self) -> str:
+        """What ``Feedback.summary`` adds for a correct candidate: its own first kernel's
+        throughputs and its share of the speed of light."""
+        line = ""
+        own = [kernel for kernel in self.kernel_metrics if not kernel.library]
+        if own and own[0].memory_throughput is not None and own[0].compute_throughput is not None:
+            line += (
+                f"; kernel {own[0].name[:40]} at {own[0].memory_throughput:.0%} memory, "
+                f"{own[0].compute_throughput:.0%} compute"
+            )
+        if self.roofline is not None and self.roofline.fraction is not None:
+            line += f"; {self.roofline.fraction:.0%} of the speed of light"
+        return line
+
+
+class CppDetails(_Record):
+    """What a C++ evaluation found beside the verdict (``Feedback.cpp``)."""
+
+    profile: CppProfile | None = None
+    """When profiling was asked for and the candidate is correct: where its instructions go."""
+
+    def describe(self) -> list[str]:
+        """What the policy and the critic read beside the verdict: the hottest source lines
+        with their instruction shares, the functions, the caches."""
+        profile = self.profile
+        if profile is None:
+            return []
+        hot = "; ".join(f"line {h.line} `{h.text}` {h.share:.0%}" for h in profile.hot_lines[:4])
+        lines = [f"Where the instructions go (callgrind, costliest test): {hot or 'library code'}."]
+        functions = ", ".join(f"{f.name} {f.share:.0%}" for f in profile.functions[:3])
+        if functions:
+            lines.append(f"Functions (own instructions): {functions}.")
+        if profile.l1_miss_rate is not None and profile.last_level_miss_rate is not None:
+            cache = (
+                f"Data cache: L1 miss rate {profile.l1_miss_rate:.1%}, "
+                f"last level {profile.last_level_miss_rate:.2%}"
+            )
+            if profile.missing_lines:
+                worst = profile.missing_lines[0]
+                cache += f"; most L1 misses on line {worst.line} ({worst.l1_misses:,})"
+            lines.append(cache + ".")
+        return ["\n".join(lines)]
+
+
+_LEGACY_KERNELBENCH = tuple(KernelBenchDetails.model_fields)
+"""The keys a verdict of schema 7 or older held at its top level for KernelBench."""
+
+
 class Feedback(_Record):
     """The harness's verdict on one candidate against its task's reference."""
 
@@ -290,8 +408,6 @@ class Feedback(_Record):
     phases: dict[str, float] = {}
     """Seconds each phase of the evaluation took (start-up, build, checks, timing, judging,
     ...): where an evaluation's cost goes."""
-    backend: str = ""
-    """KernelBench: the candidate's kernel language (cuda, cpp, triton); empty elsewhere."""
     tests: list[TestOutcome] = []
     """Per-test outcomes, in test order (stops after the first failing test is detailed)."""
     compile_output: str = ""
@@ -304,37 +420,44 @@ class Feedback(_Record):
     """Per-test candidate cost, same order and unit."""
     repeats: int = 0
     """Timed runs per test and program (wall metric; warm-up excluded)."""
-    rounds: int = 0
-    """KernelBench: timing windows combined, each with a fresh pair of worker processes
-    (``maxcode.kinds.kernelbench.rounds``); 0 elsewhere (a C++ round is one of
-    ``repeats``)."""
-    per_round: list[RoundSpeedup] = []
-    """KernelBench: each round's own speedup and interval, in the order run (a round set aside
-    included); what ``speedup`` combines, kept to show how far the rounds agree."""
     candidate_sha256: str = ""
     """Content hash of the candidate source."""
     device: str = "cpu"
     """Where the programs ran: cpu or cuda."""
-    timings: dict[str, TimingStats] = {}
-    """KernelBench: per-call timings of ``reference`` (eager), ``candidate``, ``harness`` (an
-    identity model timed the same way: the fixed cost in every call) and, when measured,
-    ``compile`` (the reference under ``torch.compile``)."""
-    speedup_vs_compile: float | None = None
-    """KernelBench: the ``torch.compile`` baseline's cost / the candidate's, when measured."""
-    shape_scale: float | None = None
-    """KernelBench: the factor the problem's shape constants were scaled by (1: as written)."""
     profiles: dict[str, ForwardProfile] = {}
-    """KernelBench, when profiling was asked for: ``reference`` and ``candidate`` forwards."""
-    cpp_profile: CppProfile | None = None
-    """C++, when profiling was asked for and the candidate is correct: its hot lines."""
+    """When profiling was asked for: the ``reference`` and ``candidate`` forwards (KernelBench)
+    or benches (projects)."""
     profile_seconds: float | None = None
     """Time spent collecting the profile(s), when asked for."""
-    roofline: Roofline | None = None
-    """KernelBench: the task's speed of light and the candidate's share of it."""
-    kernel_metrics: list[KernelMetrics] = []
-    """KernelBench on CUDA with profiling and Nsight Compute: the forward's kernels."""
-    kernel_metrics_note: str = ""
-    """Why ``kernel_metrics`` is empty when profiling asked for it (no ncu, no permission)."""
+    kernelbench: KernelBenchDetails | None = None
+    """KernelBench: what the evaluation found beside the verdict (rounds, per-call timings, the
+    roofline, ...); None for other kinds."""
+    cpp: CppDetails | None = None
+    """C++: what the evaluation found beside the verdict (the profile); None for other kinds."""
+
+    def with_kernelbench(self, **changes: Any) -> Feedback:
+        """This verdict with ``changes`` to its KernelBench details (made when it had none)."""
+        details = self.kernelbench or KernelBenchDetails()
+        changed = KernelBenchDetails.model_validate({**details.model_dump(), **changes})
+        return self.model_copy(update={"kernelbench": changed})
+
+    @model_validator(mode="before")
+    @classmethod
+    def _details_of_older_layouts(cls, data: Any) -> Any:
+        """A verdict laid out as schema 7 or older (a stored row, an earlier ``eval --json``):
+        its KernelBench-only keys move under ``kernelbench`` (kept when any says something),
+        ``cpp_profile`` under ``cpp``."""
+        if not isinstance(data, dict) or not (set(data) & {*_LEGACY_KERNELBENCH, "cpp_profile"}):
+            return data
+        data = dict(data)
+        legacy = {key: data.pop(key) for key in _LEGACY_KERNELBENCH if key in data}
+        if any(value not in (None, "", 0, [], {}) for value in legacy.values()):
+            data["kernelbench"] = legacy
+        profile = data.pop("cpp_profile", None)
+        if profile is not None:
+            data["cpp"] = {"profile": profile}
+        data["schema_version"] = FEEDBACK_SCHEMA_VERSION
+        return data
 
     @property
     def reward(self) -> float:
@@ -362,18 +485,12 @@ class Feedback(_Record):
         low, high = self.speedup_interval or (self.speedup, self.speedup)
         if low != high:
             line = f"correct, {self.speedup:.2f}x (95% CI {low:.2f}-{high:.2f}, {self.metric})"
-        if self.cpp_profile is not None and self.cpp_profile.hot_lines:
-            hottest = self.cpp_profile.hot_lines[0]
+        if self.cpp is not None and self.cpp.profile is not None and self.cpp.profile.hot_lines:
+            hottest = self.cpp.profile.hot_lines[0]
             line += f"; hottest line {hottest.line} ({hottest.share:.0%} of instructions)"
         profile = self.profiles.get("candidate")
         if profile is not None and profile.top:
             line += "; time in " + ", ".join(f"{op.name} {op.share:.0%}" for op in profile.top[:2])
-        own = [kernel for kernel in self.kernel_metrics if not kernel.library]
-        if own and own[0].memory_throughput is not None and own[0].compute_throughput is not None:
-            line += (
-                f"; kernel {own[0].name[:40]} at {own[0].memory_throughput:.0%} memory, "
-                f"{own[0].compute_throughput:.0%} compute"
-            )
-        if self.roofline is not None and self.roofline.fraction is not None:
-            line += f"; {self.roofline.fraction:.0%} of the speed of light"
+        if self.kernelbench is not None:
+            line += self.kernelbench.summary()
         return line

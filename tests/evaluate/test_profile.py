@@ -51,8 +51,8 @@ def test_a_dump_gives_self_costs_per_line_and_function() -> None:
 def test_the_feedback_of_a_slow_candidate_names_its_hot_loop() -> None:
     task = load_task(str(EXAMPLES / "pair_count_quadratic"))
     feedback = evaluate_task(task, task.reference, repeats=1, profile=True)
-    assert feedback.correct and feedback.cpp_profile is not None
-    hottest = feedback.cpp_profile.hot_lines[0]
+    assert feedback.correct and feedback.cpp.profile is not None
+    hottest = feedback.cpp.profile.hot_lines[0]
     loop = task.reference.splitlines().index("            if (a[i] + a[j] <= k) ++count;") + 1
     assert hottest.line == loop and hottest.share > 0.3
     assert hottest.text == "if (a[i] + a[j] <= k) ++count;"
@@ -62,7 +62,7 @@ def test_the_feedback_of_a_slow_candidate_names_its_hot_loop() -> None:
     assert f"hottest line {loop}" in feedback.summary()
     assert feedback.profile_seconds is not None and feedback.profile_seconds > 0
     plain = evaluate_task(task, task.reference, repeats=1)
-    assert plain.cpp_profile is None and plain.profile_seconds is None
+    assert plain.cpp is None and plain.profile_seconds is None
 
 
 @requires_tool("valgrind")
@@ -78,5 +78,5 @@ def test_maxcode_eval_profile_json() -> None:
     )
     assert result.returncode == 0, result.stderr
     printed = json.loads(result.stdout)
-    assert printed["correct"] and printed["cpp_profile"]["hot_lines"]
-    assert printed["cpp_profile"]["instructions"] > 0 and printed["profile_seconds"] > 0
+    assert printed["correct"] and printed["cpp"]["profile"]["hot_lines"]
+    assert printed["cpp"]["profile"]["instructions"] > 0 and printed["profile_seconds"] > 0

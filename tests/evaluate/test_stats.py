@@ -18,7 +18,7 @@ from maxcode.harness.stats import (
     ratio_interval,
     t_quantile,
 )
-from maxcode.kinds.kernelbench.settings import OUTSIDE_BIAS, TARGET
+from maxcode.kinds.kernelbench.parameters import OUTSIDE_BIAS, TARGET
 
 
 @pytest.mark.parametrize(

@@ -158,7 +158,7 @@ def test_a_kernelbench_timed_window_waits_for_its_cpus_turn(
     )
     assert feedback.correct, feedback.error
     # The window opened once the turn was taken: the timed chunks are all there.
-    assert feedback.timings["candidate"].trials > 0
+    assert feedback.kernelbench.timings["candidate"].trials > 0
 
 
 def test_a_gpu_held_by_another_process_is_waited_for(

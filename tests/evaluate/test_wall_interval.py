@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from maxcode.harness.measurement import Precision
 from maxcode.harness.stats import SpeedupInterval
-from maxcode.harness.timing import Precision
 from maxcode.harness.turns import REPORTED, WALL_BUDGET_S
 from maxcode.kinds.cpp import evaluate_cpp as cpp
 from maxcode.kinds.cpp.evaluate_cpp import (

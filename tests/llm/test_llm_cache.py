@@ -6,7 +6,7 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
-from maxcode.config import cache_dir
+from maxcode.home import cache_dir
 from maxcode.llm import (
     Completion,
     InMemoryCallLog,

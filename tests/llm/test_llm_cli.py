@@ -9,14 +9,14 @@ import sys
 
 from click.testing import CliRunner
 
-from maxcode.llm.cli import llm_group
+from maxcode.llm.commands import llm_group
 from tests.llm.fake_llm_server import FakeLLMServer, Step
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("OPENAI_")}
     return subprocess.run(
-        [sys.executable, "-m", "maxcode.llm.cli", *args],
+        [sys.executable, "-m", "maxcode.llm.commands", *args],
         capture_output=True,
         text=True,
         timeout=60,

@@ -67,8 +67,8 @@ def test_the_template_critic_reads_the_roofline_and_the_occupancy() -> None:
 
 
 def test_without_ncu_the_note_stands_in_for_the_kernels() -> None:
-    feedback = _feedback().model_copy(
-        update={"kernel_metrics": [], "kernel_metrics_note": "no ncu (Nsight Compute) here"}
+    feedback = _feedback().with_kernelbench(
+        kernel_metrics=[], kernel_metrics_note="no ncu (Nsight Compute) here"
     )
     text = describe_feedback(feedback)
     assert "Kernel metrics: no ncu (Nsight Compute) here." in text

@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 
 from maxcode.report import run_report
-from maxcode.search.api import _run_and_verify, summarize
+from maxcode.search.driver import _run_and_verify, summarize
 from maxcode.search.results import confirms, run_result
 from maxcode.search.tree import Node
 from maxcode.store import RunStore

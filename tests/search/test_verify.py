@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from maxcode.search.api import _run_and_verify, summarize
+from maxcode.search.driver import _run_and_verify, summarize
 from maxcode.search.results import evaluation_rewards
 from tests.helpers import ECHO_SUM
 from tests.search.scripted import ScriptedExecutor, scripted_search

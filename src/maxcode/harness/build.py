@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from maxcode.config import cache_dir
 from maxcode.harness.sandbox import Limits, Sandbox, make_scratch
+from maxcode.home import cache_dir
 
 COMPILER = "g++"
 SOURCE_NAME = "candidate.cpp"

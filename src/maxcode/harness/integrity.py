@@ -180,15 +180,15 @@ def apply_policy(feedback: Feedback) -> Feedback:
     voiding = void_findings(feedback.flags)
     if not voiding or not feedback.correct or feedback.suspect is not None:
         return feedback
-    return feedback.model_copy(
+    voided = feedback.model_copy(
         update={
             "suspect": voiding[0],
             "claimed_speedup": feedback.speedup,
             "speedup": 0.0,
             "speedup_interval": None,
-            "speedup_vs_compile": None,
         }
     )
+    return voided.with_kernelbench(speedup_vs_compile=None) if voided.kernelbench else voided
 
 
 def isolation_flags(isolation: str, accepted: bool = False) -> list[str]:
@@ -214,7 +214,8 @@ class Verdict:
     tests_total: int
     flags: list[str] = field(default_factory=list)
     common: dict[str, Any] = field(default_factory=dict)
-    """Further fields every verdict carries (KernelBench: device, shape scale)."""
+    """Further fields every verdict carries (KernelBench: the device; in ``kernelbench``, the
+    shape scale and the backend, merged with what ``make`` is given there)."""
 
     def flag(self, category: str, message: str) -> None:
         """Record a finding (once)."""
@@ -223,6 +224,10 @@ class Verdict:
             self.flags.append(text)
 
     def make(self, **fields: Any) -> Feedback:
+        merged = {**self.common, **fields}
+        for key, shared in self.common.items():  # a record's keys given in both are merged
+            if isinstance(shared, dict) and isinstance(fields.get(key), dict):
+                merged[key] = {**shared, **fields[key]}
         feedback = Feedback(
             task=self.task,
             metric=self.metric,
@@ -230,7 +235,7 @@ class Verdict:
             isolation=self.isolation,
             candidate_sha256=self.digest,
             flags=list(dict.fromkeys(self.flags)),
-            **{**self.common, **fields},
+            **merged,
         )
         return apply_policy(feedback)
 

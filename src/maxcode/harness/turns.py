@@ -22,8 +22,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from maxcode.config import positive_setting
 from maxcode.errors import MaxcodeError
+from maxcode.home import positive_setting
 
 WALL_BUDGET_S = 15.0
 """Seconds of timing (both programs' runs, with each batch's sandbox start and each run's

@@ -19,7 +19,7 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import TypeAdapter, ValidationError
 
-from maxcode.config import cache_dir
+from maxcode.home import cache_dir
 from maxcode.llm._records import Completion, LLMRequest
 
 CACHE_SCHEMA_VERSION = 1

@@ -14,9 +14,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from maxcode.search.api import RunSummary, new_run, run_search, run_search_async
     from maxcode.search.config import MAXCODE_PARTS, METHODS, PARTS, SearchConfig
     from maxcode.search.critique import Critic, LLMCritic, TemplateCritic
+    from maxcode.search.driver import RunSummary, new_run, run_search, run_search_async
     from maxcode.search.loop import Search, SearchOutcome
     from maxcode.search.methods import Method, make_method
     from maxcode.search.tree import Node
@@ -30,7 +30,7 @@ _WHERE = {
     "Method": "maxcode.search.methods",
     "Node": "maxcode.search.tree",
     "PARTS": "maxcode.search.config",
-    "RunSummary": "maxcode.search.api",
+    "RunSummary": "maxcode.search.driver",
     "Search": "maxcode.search.loop",
     "SearchConfig": "maxcode.search.config",
     "SearchOutcome": "maxcode.search.loop",
@@ -38,9 +38,9 @@ _WHERE = {
     "ValueFunction": "maxcode.search.value",
     "make_method": "maxcode.search.methods",
     "make_value": "maxcode.search.value",
-    "new_run": "maxcode.search.api",
-    "run_search": "maxcode.search.api",
-    "run_search_async": "maxcode.search.api",
+    "new_run": "maxcode.search.driver",
+    "run_search": "maxcode.search.driver",
+    "run_search_async": "maxcode.search.driver",
 }
 
 

@@ -33,9 +33,30 @@ from maxcode.kinds.base import kind_templates
 from maxcode.search.results import interval_text
 from maxcode.search.tree import Node
 from maxcode.tasks import Task
-from maxcode.types import CppProfile, Feedback
+from maxcode.types import Feedback
 
 CHARS_PER_TOKEN = 4
+PROGRAM_CHARS = 64_000
+"""The most of one program a prompt shows (about 16k tokens); the rest is elided in the middle
+with a note of what was cut (the task's own reference is shown whole)."""
+FEEDBACK_CHARS = 8_000
+"""The most of one feedback or critique a prompt shows."""
+
+
+def bounded(text: str, limit: int) -> str:
+    """``text`` whole when it fits in ``limit`` characters; else its head and tail with a note
+    of how many characters and lines were cut from the middle."""
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 120, 2) // 2
+    cut = text[keep : len(text) - keep]
+    note = (
+        f"\n[... {len(cut):,} characters ({cut.count(chr(10)):,} lines) cut from the middle:"
+        f" {len(text):,} in all, over the {limit:,} a prompt shows ...]\n"
+    )
+    return text[:keep] + note + text[len(text) - keep :]
+
+
 _COMPILE_OUTPUT_IN_PROMPT = 1500
 
 
@@ -62,6 +83,8 @@ class History:
     step: int = 0
     """The step the prompt is for (1-based; 0 when unknown): the ``best`` part says how many
     steps ago the best was found."""
+    program_chars: int = PROGRAM_CHARS
+    """The most of one program the prompt shows (less when a server refused a longer one)."""
 
 
 class ObservationPart(Protocol):
@@ -132,28 +155,14 @@ def describe_feedback(feedback: Feedback | None) -> str:
                 )
                 + "."
             )
-    if feedback.correct and feedback.timings:
-        lines.append(_describe_timings(feedback))
-    if feedback.correct and feedback.cpp_profile is not None:
-        lines.append(_describe_cpp_profile(feedback.cpp_profile))
+    if feedback.correct and feedback.cpp is not None:
+        lines += feedback.cpp.describe()
     for name in ("reference", "candidate"):
         profile = feedback.profiles.get(name)
         if feedback.correct and profile is not None:
             lines.append(f"Profile of the {name}'s forward: {profile.summary(5)}.")
-    if feedback.correct and feedback.kernel_metrics:
-        lines.append(
-            "Kernels of the candidate's forward (Nsight Compute; occupancy and throughput as "
-            "shares of peak): "
-            + "; ".join(
-                kernel.summary() + (" [library]" if kernel.library else "")
-                for kernel in feedback.kernel_metrics[:5]
-            )
-            + "."
-        )
-    elif feedback.correct and feedback.kernel_metrics_note:
-        lines.append(f"Kernel metrics: {feedback.kernel_metrics_note}.")
-    if feedback.correct and feedback.roofline is not None:
-        lines.append(f"Roofline: {feedback.roofline.summary()}.")
+    if feedback.correct and feedback.kernelbench is not None:
+        lines += feedback.kernelbench.describe(feedback.device, feedback.repeats)
     lines += [f"Harness flag: {flag}" for flag in feedback.flags]
     return "\n".join(lines)
 
@@ -161,44 +170,6 @@ def describe_feedback(feedback: Feedback | None) -> str:
 def void_line(reason: str) -> str:
     """What the policy, the critic and the report read for a voided result."""
     return f"The harness voided this result: {reason}"
-
-
-def _describe_cpp_profile(profile: CppProfile) -> str:
-    """C++: the hottest source lines with their instruction shares, and the caches."""
-    hot = "; ".join(f"line {h.line} `{h.text}` {h.share:.0%}" for h in profile.hot_lines[:4])
-    lines = [f"Where the instructions go (callgrind, costliest test): {hot or 'library code'}."]
-    functions = ", ".join(f"{f.name} {f.share:.0%}" for f in profile.functions[:3])
-    if functions:
-        lines.append(f"Functions (own instructions): {functions}.")
-    if profile.l1_miss_rate is not None and profile.last_level_miss_rate is not None:
-        cache = (
-            f"Data cache: L1 miss rate {profile.l1_miss_rate:.1%}, "
-            f"last level {profile.last_level_miss_rate:.2%}"
-        )
-        if profile.missing_lines:
-            worst = profile.missing_lines[0]
-            cache += f"; most L1 misses on line {worst.line} ({worst.l1_misses:,})"
-        lines.append(cache + ".")
-    return "\n".join(lines)
-
-
-def _describe_timings(feedback: Feedback) -> str:
-    """KernelBench: per-call times of the reference, the candidate and torch.compile."""
-    parts = []
-    for name, label in (("reference", "eager"), ("candidate", "candidate"), ("compile", "compile")):
-        stats = feedback.timings.get(name)
-        if stats is not None:
-            parts.append(f"{label} {stats.median_s * 1e3:.4g} ms (±{stats.spread_s * 1e3:.2g})")
-    line = f"Per call on {feedback.device}, median of {feedback.repeats}: " + ", ".join(parts)
-    if feedback.speedup_vs_compile is not None:
-        line += f"; {feedback.speedup_vs_compile:.2f}x against torch.compile"
-    harness = feedback.timings.get("harness")
-    if harness is not None:
-        line += (
-            f"; every timed call includes {harness.median_s * 1e3:.4g} ms of fixed harness cost "
-            "(an identity model timed the same way)"
-        )
-    return line + "."
 
 
 def _amount(value: float | None, scale: float) -> str:
@@ -224,7 +195,9 @@ def noise_line(feedback: Feedback) -> str:
     return line + "."
 
 
-def _node_view(node: Node, with_feedback: bool, with_critique: bool) -> dict[str, Any]:
+def _node_view(
+    node: Node, with_feedback: bool, with_critique: bool, program_chars: int = PROGRAM_CHARS
+) -> dict[str, Any]:
     return {
         "node_id": node.node_id,
         "is_root": node.is_root,
@@ -233,9 +206,13 @@ def _node_view(node: Node, with_feedback: bool, with_critique: bool) -> dict[str
         "speedup_text": interval_text(
             node.speedup, node.feedback.speedup_interval if node.feedback else None
         ),
-        "source": node.source,
-        "feedback": describe_feedback(node.feedback) if with_feedback and node.feedback else "",
-        "critique": node.critique if with_critique else None,
+        "source": bounded(node.source, program_chars) if node.source is not None else None,
+        "feedback": bounded(describe_feedback(node.feedback), FEEDBACK_CHARS)
+        if with_feedback and node.feedback
+        else "",
+        "critique": bounded(node.critique, FEEDBACK_CHARS)
+        if with_critique and node.critique is not None
+        else None,
     }
 
 
@@ -267,7 +244,7 @@ class BestPart:
         best = history.best
         if best.is_root:
             return {}
-        view = _node_view(best, True, "critique" in history.parts)
+        view = _node_view(best, True, "critique" in history.parts, history.program_chars)
         view["is_parent"] = best is history.parent
         view["found"] = found_when(best, history.step)
         return {"best": view}
@@ -315,7 +292,7 @@ class TrajectoryPart:
             shown_elsewhere.add(id(history.best))
         entries = []
         for node in branch(history.parent, history.best, history.attempts):
-            view = _node_view(node, True, with_critique)
+            view = _node_view(node, True, with_critique, history.program_chars)
             view["summary"] = attempt_summary(node)
             if id(node) in shown_elsewhere or node.duplicate_of:
                 view["source"] = None
@@ -441,7 +418,7 @@ def build_policy_prompt(history: History) -> tuple[str, str]:
         flags.update(PART_TYPES[part]().collect(history))
     variables.update({key: value for key, value in flags.items() if key in variables})
     # The program to improve always comes with what the harness found for it.
-    parent = _node_view(history.parent, True, bool(flags.get("critiques")))
+    parent = _node_view(history.parent, True, bool(flags.get("critiques")), history.program_chars)
     if history.parent.is_root:
         parent["source"] = history.task.reference
     folder = template_set(history.task)
@@ -477,8 +454,8 @@ def build_critic_prompt(task: Task, node: Node) -> tuple[str, str]:
         f"{folder}/critic.j2",
         task=task,
         node_id=node.node_id,
-        source=node.source or "",
-        feedback=describe_feedback(node.feedback),
+        source=bounded(node.source or "", PROGRAM_CHARS),
+        feedback=bounded(describe_feedback(node.feedback), FEEDBACK_CHARS),
         cut_note=note,
     )
     return system, user

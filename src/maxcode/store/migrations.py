@@ -2,10 +2,40 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
+from collections.abc import Callable
 
-MIGRATIONS: list[tuple[str, str]] = [
+from pydantic import ValidationError
+
+from maxcode.types import FEEDBACK_SCHEMA_VERSION, Feedback
+
+
+def _feedback_details(connection: sqlite3.Connection) -> None:
+    """Verdicts stored in the layout of schema 7 or older, rewritten in schema 8's: their
+    KernelBench-only keys under ``kernelbench``, ``cpp_profile`` as ``cpp.profile`` (as
+    ``Feedback`` reads an older layout). A row that cannot be read is left as it is: reading
+    it marks its run damaged."""
+    for table in ("evaluations", "verifications"):
+        rows = connection.execute(f"SELECT rowid, feedback_json FROM {table}").fetchall()
+        for rowid, text in rows:
+            try:
+                raw = json.loads(text)
+                if int(raw.get("schema_version", 0)) >= FEEDBACK_SCHEMA_VERSION:
+                    continue
+                upgraded = Feedback.model_validate(raw).model_dump_json()
+            except (ValueError, TypeError, AttributeError, ValidationError):
+                continue
+            connection.execute(
+                f"UPDATE {table} SET feedback_json = ? WHERE rowid = ?", (upgraded, rowid)
+            )
+
+
+Migration = str | Callable[[sqlite3.Connection], None]
+"""SQL statements separated by ``;``, or a function that rewrites rows."""
+
+MIGRATIONS: list[tuple[str, Migration]] = [
     (
         "m001_initial",
         """
@@ -122,6 +152,20 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE runs ADD COLUMN unsafe_isolation INTEGER NOT NULL DEFAULT 0
         """,
     ),
+    (
+        "m005_run_lease",
+        """
+        CREATE TABLE run_leases (
+            run_id TEXT PRIMARY KEY REFERENCES runs(run_id),
+            pid INTEGER NOT NULL,
+            host TEXT NOT NULL,
+            process_start TEXT NOT NULL DEFAULT '',
+            taken_at REAL NOT NULL,
+            heartbeat_at REAL NOT NULL
+        )
+        """,
+    ),
+    ("m006_feedback_details", _feedback_details),
 ]
 
 
@@ -143,9 +187,12 @@ def migrate(connection: sqlite3.Connection) -> list[str]:
             ).fetchone():
                 connection.execute("COMMIT")
                 continue
-            for statement in script.split(";"):
-                if statement.strip():
-                    connection.execute(statement)
+            if callable(script):
+                script(connection)
+            else:
+                for statement in script.split(";"):
+                    if statement.strip():
+                        connection.execute(statement)
             connection.execute(
                 "INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)",
                 (name, time.time()),

@@ -14,7 +14,7 @@ Protocol (one call of ``evaluate_cpp``):
    round's ratio (reference's time / candidate's, summed over tests), with its 95% interval
    (``maxcode.harness.stats``); rounds are added until that interval is within +-2% of the
    speedup (+-1% for a speedup that is reported, ``REPORTED``) or a cap is reached
-   (``_measure_wall`` over ``maxcode.harness.timing``).
+   (``_measure_wall`` over ``maxcode.harness.measurement``).
    ``instructions``: each test once under callgrind, both programs; the count comes from
    valgrind's log on a descriptor the program cannot reach; reference counts are cached.
 """
@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
-from maxcode.config import cache_dir
 from maxcode.errors import TaskError
 from maxcode.harness.build import BINARY_NAME, SOURCE_NAME, CompileResult, build_cpp
 from maxcode.harness.compare import compare_output
 from maxcode.harness.integrity import Verdict, isolation_flags
+from maxcode.harness.measurement import Measurement, Precision, time_rounds
 from maxcode.harness.profile import cpp_profile, parse_callgrind
 from maxcode.harness.runs import (
     VALGRIND_ARGS,
@@ -50,10 +50,11 @@ from maxcode.harness.runs import (
 )
 from maxcode.harness.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
 from maxcode.harness.stats import SpeedupInterval, exact
-from maxcode.harness.timing import Measurement, Precision, time_rounds
 from maxcode.harness.turns import REPORTED, cpu_turn, timing_budget_s, timing_cpu, usable_cpus
+from maxcode.home import cache_dir
 from maxcode.tasks.model import Task, TestCase
 from maxcode.types import (
+    CppDetails,
     CppProfile,
     ErrorKind,
     Feedback,
@@ -259,7 +260,8 @@ def evaluate_cpp(
             started = time.perf_counter()
             found = _profile(task, candidate, sandbox, verdict)
             seconds = time.perf_counter() - started
-            verdict = verdict.model_copy(update={"cpp_profile": found, "profile_seconds": seconds})
+            details = CppDetails(profile=found)
+            verdict = verdict.model_copy(update={"cpp": details, "profile_seconds": seconds})
         return verdict
     finally:
         shutil.rmtree(programs.reference, ignore_errors=True)
@@ -314,13 +316,13 @@ def _profile(task: Task, candidate: str, sandbox: Sandbox, verdict: Feedback) ->
 
 def _correctness_round(runner: _Runner, task: Task, programs: _Programs) -> list[TestOutcome]:
     """The reference, then the candidate, over every test; the reference must pass (a task
-    error otherwise: nothing the candidate does can reach the reference's runs)."""
+    error otherwise: nothing the candidate does can reach the reference's runs). The candidate
+    runs one test per sandbox start and stops at its first timeout: that decides the verdict,
+    and a program that hangs would cost every other test's timeout too (the outcomes then end
+    there)."""
     expected = [test.output_path.read_bytes() for test in task.tests]
-    plan = [(programs.reference, test) for test in task.tests]
-    plan += [(programs.candidate, test) for test in task.tests]
-    results = runner.run(plan, programs)
-    count = len(task.tests)
-    for test, want, result in zip(task.tests, expected, results[:count]):
+    results = runner.run([(programs.reference, test) for test in task.tests], programs)
+    for test, want, result in zip(task.tests, expected, results):
         reference = _outcome(test.index, result, want, runner)
         if reference.status != "passed":
             why = reference.detail.splitlines()[0] if reference.detail else ""
@@ -328,10 +330,13 @@ def _correctness_round(runner: _Runner, task: Task, programs: _Programs) -> list
                 f"{task.origin}: the reference fails its own test {test.index}: "
                 f"{reference.status}: {why}"
             )
-    return [
-        _outcome(test.index, result, want, runner)
-        for test, want, result in zip(task.tests, expected, results[count:])
-    ]
+    outcomes = []
+    for test, want in zip(task.tests, expected):
+        (result,) = runner.run([(programs.candidate, test)], programs)
+        outcomes.append(_outcome(test.index, result, want, runner))
+        if outcomes[-1].status == "timeout":
+            break
+    return outcomes
 
 
 def wall_rule(
@@ -356,7 +361,7 @@ def wall_rule(
 def _measure_wall(
     runner: _Runner, programs: _Programs, outcomes: list[TestOutcome], repeats: int, rule: Precision
 ) -> Feedback:
-    """Timed rounds until ``rule`` stops them (``harness.timing``): the speedup's interval is
+    """Timed rounds until ``rule`` stops them (``harness.measurement``): the speedup's interval is
     narrow, the candidate clearly below a screen's bar, or a cap is hit.
 
     A round runs every test with reference and candidate back to back, which one goes first

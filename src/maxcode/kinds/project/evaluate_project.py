@@ -45,6 +45,7 @@ from pathlib import Path
 
 from maxcode.errors import MaxcodeError, TaskError
 from maxcode.harness.integrity import Verdict, isolation_flags
+from maxcode.harness.measurement import FixedRounds, Measurement, time_rounds
 from maxcode.harness.runs import (
     VALGRIND_ARGS,
     VALGRIND_SLOWDOWN,
@@ -54,7 +55,6 @@ from maxcode.harness.runs import (
 )
 from maxcode.harness.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
 from maxcode.harness.stats import SpeedupInterval, paired_speedup
-from maxcode.harness.timing import FixedRounds, Measurement, time_rounds
 from maxcode.harness.turns import cpu_turn, timing_cpu
 from maxcode.kinds.base import read_candidate_file
 from maxcode.kinds.project.spec import (
@@ -534,7 +534,7 @@ def _bench(
     bar: float | None = None,
 ) -> Feedback:
     """The bench's cost for both sides: once each under callgrind (``instructions``), or a
-    warm-up round and ``repeats`` timed rounds (``harness.timing.FixedRounds``; a screen's stop
+    warm-up round and ``repeats`` timed rounds (``harness.measurement.FixedRounds``; a screen's stop
     at ``bar``)."""
     reference, candidate = sides
     command = project.spec.bench

@@ -16,8 +16,8 @@ from typing import Any
 from maxcode.errors import MaxcodeError, TaskError
 from maxcode.executors import make_executor
 from maxcode.kinds.load import load_task
-from maxcode.search.api import RunSummary, resolve_isolation, run_search, run_search_async
 from maxcode.search.config import METHODS, SearchConfig, make_config, maxcode_variant
+from maxcode.search.driver import RunSummary, resolve_isolation, run_search, run_search_async
 from maxcode.store import RunRecord, RunStore
 
 MAXCODE_SUFFIX = "+maxcode"

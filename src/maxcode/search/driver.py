@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from maxcode.config import maxcode_home
 from maxcode.errors import MaxcodeError
 from maxcode.executors import Executor, make_executor
-from maxcode.harness.sandbox import SAFE_LEVELS
+from maxcode.harness.sandbox import SAFE_LEVELS, remove_scratch_of
+from maxcode.home import maxcode_home
 from maxcode.kinds import kind_named, kind_of
 from maxcode.kinds.load import load_task
 from maxcode.llm import NO_MODEL_MESSAGE, Budget, BudgetExhausted, LLMProvider, resolve_model
@@ -23,7 +24,8 @@ from maxcode.search.loop import Search, SearchOutcome, StepReport, verification_
 from maxcode.search.methods import make_method
 from maxcode.search.results import confirms, refutation, run_isolation, run_result
 from maxcode.search.value import make_value
-from maxcode.store import RunRecord, RunStore
+from maxcode.store import RunDamaged, RunRecord, RunStore, StoreError
+from maxcode.store.lease import HEARTBEAT_S, this_host
 from maxcode.tasks import Task
 
 UNSAFE = "expected outputs are readable and state may survive between runs"
@@ -147,11 +149,70 @@ async def run_search_async(
     overrides: dict[str, Any] | None = None,
     executor: Executor | None = None,
 ) -> RunSummary:
-    """``run_search`` inside an event loop; ``executor`` (kept open) may be shared by runs."""
+    """``run_search`` inside an event loop; ``executor`` (kept open) may be shared by runs.
+    The run is driven by this process alone: another live driver is refused (``RunLeased``)."""
     record = store.get_run(run_id)
     if record is None:
         raise MaxcodeError(f"no run {run_id!r} in {store.path}")
     run_id = record.run_id
+    gone = store.take_lease(run_id)
+    heartbeat = _Heartbeat(store, run_id)
+    try:
+        if gone is not None and gone.host == this_host():
+            # Its driver was killed mid-evaluation: what its sandboxes left is nobody's now.
+            remove_scratch_of(gone.pid)
+        return await _drive(store, record, base_url, output, on_step, overrides, executor)
+    finally:
+        heartbeat.stop()
+        try:
+            store.release_lease(run_id)
+        except StoreError:
+            pass  # a lease left behind is a dead driver's: the next driver takes it over
+
+
+class _Heartbeat:
+    """Renews a run's lease every ``HEARTBEAT_S`` from a thread of its own (an evaluation that
+    holds the event loop for minutes does not make its driver look dead)."""
+
+    def __init__(self, store: RunStore, run_id: str) -> None:
+        self._store = store
+        self._run_id = run_id
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="maxcode-lease", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._stopped.wait(HEARTBEAT_S):
+            try:
+                self._store.renew_lease(self._run_id)
+            except StoreError:
+                pass  # the process still runs: on this host that keeps the lease alive
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join()
+
+
+def _end(store: RunStore, run_id: str, status: str, message: str) -> None:
+    """Record how the run ended, if the store still takes writes (a full disk may not)."""
+    try:
+        store.update_run(run_id, status=status, message=message)
+    except StoreError:
+        pass
+
+
+async def _drive(
+    store: RunStore,
+    record: RunRecord,
+    base_url: str | None,
+    output: Path | None,
+    on_step: Callable[[StepReport], None],
+    overrides: dict[str, Any] | None,
+    executor: Executor | None,
+) -> RunSummary:
+    run_id = record.run_id
+    # A finished run resumed keeps its status whatever goes wrong while it is replayed.
+    finished = (record.status, record.message) if record.status == "done" else None
     overrides = {
         key: value
         for key, value in (overrides or {}).items()
@@ -165,17 +226,20 @@ async def run_search_async(
     try:
         outcome = await _search(store, run_id, task, config, on_step, executor)
     except (KeyboardInterrupt, asyncio.CancelledError):
-        store.update_run(run_id, status="stopped", message="interrupted; resume with --resume")
+        _end(store, run_id, *(finished or ("stopped", "interrupted; resume with --resume")))
         raise
     except BudgetExhausted as spent:
-        store.update_run(
-            run_id, status="stopped", message=f"{spent}; resume with --resume and a larger limit"
-        )
+        _end(store, run_id, "stopped", f"{spent}; resume with --resume and a larger limit")
+    except (RunDamaged, StoreError) as error:
+        # The store, not the search, failed: the run stops and resumes once the store is
+        # repaired (space freed), and a finished run stays finished.
+        _end(store, run_id, *(finished or ("stopped", f"{error}; resume with --resume")))
+        raise
     except MaxcodeError as error:
-        store.update_run(run_id, status="failed", message=str(error))
+        _end(store, run_id, *(finished or ("failed", str(error))))
         raise
     except BaseException as error:
-        store.update_run(run_id, status="failed", message=f"{type(error).__name__}: {error}")
+        _end(store, run_id, *(finished or ("failed", f"{type(error).__name__}: {error}")))
         raise
     else:
         store.update_run(run_id, status=outcome.status, message=outcome.message)
@@ -285,7 +349,7 @@ def _result_node(store: RunStore, record: RunRecord) -> tuple[str | None, float 
             else None,
             "message": refutation(feedback),
             "suspect": feedback.suspect,
-            "rounds": feedback.rounds,
+            "rounds": feedback.kernelbench.rounds if feedback.kernelbench else 0,
         }
         for node_id, feedback in store.verifications(record.run_id)
     ]

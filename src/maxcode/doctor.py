@@ -64,6 +64,9 @@ class IsolationReport:
     """What decided it: bwrap present and working, user namespaces, root."""
     install: str = ""
     """What would give a safe level, when this one is not."""
+    blocked: bool = False
+    """No level was tried: the temporary folder or ``MAXCODE_HOME`` cannot be written (the
+    reason says which)."""
 
 
 @dataclass
@@ -153,8 +156,20 @@ def _user_namespaces() -> tuple[bool | None, str]:
 
 def probe_isolation() -> IsolationReport:
     """The level ``auto`` picks on this machine, with the reasons."""
-    from maxcode.harness.sandbox import SAFE_LEVELS, _probe
+    from maxcode.errors import MaxcodeError
+    from maxcode.harness.sandbox import SAFE_LEVELS, _probe, check_scratch
+    from maxcode.home import maxcode_home, write_problem
 
+    try:
+        check_scratch()
+        home = maxcode_home()
+        problem = write_problem(home)
+        if problem is not None:
+            raise MaxcodeError(f"MAXCODE_HOME {problem}; free space there or move it")
+    except MaxcodeError as error:
+        # Nothing can run until this is fixed, and no sandbox level was tried: say that, not
+        # that a sandbox does not start.
+        return IsolationReport("untested", False, [str(error)], "", blocked=True)
     reasons: list[str] = []
     root = os.geteuid() == 0
     reasons.append(
@@ -274,9 +289,11 @@ def task_kinds(tools: list[Tool], isolation: IsolationReport) -> list[TaskKindRe
     for kind, needs in wanted.items():
         missing = [name for name in needs if not by_name[name].found]
         if not isolation.safe:
-            missing.append("isolation")
+            missing.append("writable folders" if isolation.blocked else "isolation")
         install = [by_name[name].install for name in missing if name in by_name]
-        if not isolation.safe:
+        if isolation.blocked:
+            install.append(isolation.reasons[0])
+        elif not isolation.safe:
             install.append(isolation.install or INSTALL["bwrap"])
         install = [line for line in dict.fromkeys(install) if line]
         reports.append(TaskKindReport(kind, not missing, missing, install))
@@ -298,6 +315,8 @@ def format_report(report: DoctorReport) -> list[str]:
     iso = report.isolation
     verdict = "safe" if iso.safe else "UNSAFE: refused unless --unsafe-isolation"
     lines = [f"isolation: auto picks {iso.level} ({verdict})"]
+    if iso.blocked:
+        lines = ["isolation: not tried: files cannot be written where maxcode needs them"]
     lines += [f"  - {reason}" for reason in iso.reasons]
     if iso.install:
         lines.append(f"  to fix: {iso.install}")

@@ -153,8 +153,47 @@ _uids = _UidPool()
 
 
 def make_scratch(prefix: str = "maxcode-run-") -> Path:
-    """A fresh scratch folder that a sandboxed run's own uid can reach, in ``scratch_base()``."""
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=scratch_base()))
+    """A fresh scratch folder that a sandboxed run's own uid can reach, in ``scratch_base()``.
+    Its name carries this process's id (``maxcode-run-p1234-...``), so that what a killed
+    process left behind can be found (``remove_scratch_of``)."""
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}p{os.getpid()}-", dir=scratch_base()))
+
+
+def remove_scratch_of(pid: int, min_age_s: float = 0.0) -> list[Path]:
+    """Remove the scratch folders that process ``pid``, now gone, left behind (untouched for
+    ``min_age_s``); returns them. Nothing is removed while a process with that id runs (it may
+    be one reusing the id)."""
+    try:
+        os.kill(pid, 0)
+        return []
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        return []
+    removed = []
+    now = time.time()
+    for folder in scratch_base().glob(f"maxcode-*-p{pid}-*"):
+        if folder.is_symlink() or not folder.is_dir():
+            continue
+        status = folder.lstat()
+        if status.st_uid == os.geteuid() and now - status.st_mtime >= min_age_s:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
+_SCRATCH_NAME = re.compile(r"maxcode-[a-z]+-p(\d+)-")
+
+
+def remove_orphan_scratch(min_age_s: float = 60.0) -> list[Path]:
+    """Remove the scratch folders of every process that is gone (``maxcode doctor --clean``):
+    what killed runs left behind."""
+    pids = {
+        int(found.group(1))
+        for folder in scratch_base().glob("maxcode-*-p*-*")
+        if (found := _SCRATCH_NAME.match(folder.name))
+    }
+    return [folder for pid in sorted(pids) for folder in remove_scratch_of(pid, min_age_s)]
 
 
 def scratch_base() -> Path:
@@ -200,8 +239,32 @@ def _probe(level: Isolation) -> bool:
         return False
 
 
+class ScratchUnavailable(MaxcodeError):
+    """The temporary folder where sandboxes run cannot be written (full, read-only)."""
+
+
+def check_scratch() -> None:
+    """Raise ``ScratchUnavailable`` when no scratch folder can be written: every sandbox
+    needs one, so a level that "does not start" there says nothing of the sandbox."""
+    from maxcode.home import write_problem
+
+    # Python skips a TMPDIR it cannot write; compilers and the sandbox's init build do not.
+    folders = [scratch_base(), Path(tempfile.gettempdir())]
+    if os.environ.get("TMPDIR") and Path(os.environ["TMPDIR"]).is_dir():
+        folders.append(Path(os.environ["TMPDIR"]))
+    for folder in dict.fromkeys(folders):
+        problem = write_problem(folder)
+        if problem is not None:
+            raise ScratchUnavailable(
+                f"the temporary folder {problem}; free space there or set TMPDIR to a writable"
+                " folder (the sandbox itself was not tried)"
+            )
+
+
 def detect_isolation() -> Isolation:
-    """The strongest isolation level that works on this machine."""
+    """The strongest isolation level that works on this machine (after ``check_scratch``: a
+    full temporary folder is said as such, not taken for a sandbox that does not start)."""
+    check_scratch()
     if shutil.which("bwrap") and _probe("bwrap"):
         return "bwrap"
     if shutil.which("unshare") and _probe("unshare"):
@@ -461,43 +524,12 @@ class _Batch:
         isolation = self.sandbox.isolation
         reach = "ns" if isolation != "rlimits" else "uid" if self.uid is not None else "group"
         opened: list[int] = []
+        watch: TreeMemoryWatch | None = None
         try:
-            status_fd = self._open(self.io_dir / "status", os.O_RDWR | os.O_CREAT, opened)
-            init_args = [str(_init_binary()), str(status_fd), reach]
-            init_args += [
-                str(max(1, int(limits.wall_s * 1000))),
-                _limits_arg(limits, cpu, self.uid),
-            ]
-            init_args += [str(len(self.runs))]
-            programs: dict[tuple[str, ...], int] = {}
-            for index, (run, workdir) in enumerate(zip(self.runs, self.workdirs)):
-                stdin_fd = self._open(run.stdin or Path(os.devnull), os.O_RDONLY, opened)
-                out_fd = self._open(self.io_dir / f"out.{index}", os.O_WRONLY | os.O_CREAT, opened)
-                err_fd = self._open(self.io_dir / f"err.{index}", os.O_WRONLY | os.O_CREAT, opened)
-                aux = -1 if run.aux_fd is None else run.aux_fd
-                command_line = run.argv or tuple(self.argv or ())
-                program = programs.setdefault(command_line, len(programs))
-                init_args += [str(stdin_fd), str(out_fd), str(err_fd), str(aux), str(workdir)]
-                # A private folder is an empty tmpfs for its run: nothing written there by an
-                # earlier run (which can read every folder's name off the init's command line)
-                # survives into it.
-                init_args += [str(program), "1" if run.workdir is None else "0"]
-            init_args += [str(len(programs))]
-            for command_line in programs:
-                init_args += [str(len(command_line)), *command_line]
-            prepared = [workdir for workdir in self.workdirs if workdir.parent != self.private_root]
-            writable = [*self.shared, *prepared]
-            # The batch's root is read-only to the runs: they write only in their own folders.
-            readonly = [*readonly, _init_binary().parent, self.private_root]
-            init_args += self._isolation_args(readonly, writable)
-            staged = self._stage([*readonly, *self.shared])
-            command = self.sandbox.wrap(
-                init_args, writable, readonly, environment, self.uid, self.devices, staged
+            command, passed, staged = self._command(
+                readonly, limits, cpu, environment, reach, opened
             )
-            passed = tuple(opened) + tuple(
-                run.aux_fd for run in self.runs if run.aux_fd is not None
-            )
-            root_starts = isolation == "unshare" or bool(staged)
+            root_starts = isolation == "unshare" or staged
             started = time.perf_counter()
             process = subprocess.Popen(
                 command,
@@ -517,6 +549,8 @@ class _Batch:
             )
             if on_start is not None:
                 on_start(process.pid)
+            # The memory limit holds for the run's whole process tree, not for each process.
+            watch = TreeMemoryWatch(process.pid, limits.memory_bytes)
             # The init enforces each run's limit; this is the backstop for the whole batch.
             backstop = len(self.runs) * (limits.wall_s + 1.0) + 5.0
             finished, wall = _wait_until(process.pid, started, backstop)
@@ -525,6 +559,8 @@ class _Batch:
             os.wait4(process.pid, 0)
             process.returncode = 0
         finally:
+            if watch is not None:
+                watch.stop()
             for fd in opened:
                 os.close(fd)
             if self.stage_root is not None:
@@ -538,11 +574,60 @@ class _Batch:
             self._result(index, reports.get(index), limits, wrapper_error)
             for index in range(len(self.runs))
         ]
+        if watch is not None and watch.killed_at is not None:
+            _charge_memory(results, reports, watch.killed_at, limits)
         program_time = sum(result.wall_s for result in results)
         if results:
             results[0].startup_s = max(0.0, wall - program_time)
             results[-1].stragglers_killed = results[-1].stragglers_killed or stragglers
         return results
+
+    def _command(
+        self,
+        readonly: Sequence[Path],
+        limits: Limits,
+        cpu: int | None,
+        environment: dict[str, str],
+        reach: str,
+        opened: list[int],
+    ) -> tuple[list[str], tuple[int, ...], bool]:
+        """The batch's command line (the wrapper around the init, with every run's descriptors,
+        folders and program), the descriptors it is passed, and whether folders were staged
+        (the wrapper then starts as root); what it opens goes into ``opened``."""
+        status_fd = self._open(self.io_dir / "status", os.O_RDWR | os.O_CREAT, opened)
+        init_args = [str(_init_binary()), str(status_fd), reach]
+        init_args += [
+            str(max(1, int(limits.wall_s * 1000))),
+            _limits_arg(limits, cpu, self.uid),
+        ]
+        init_args += [str(len(self.runs))]
+        programs: dict[tuple[str, ...], int] = {}
+        for index, (run, workdir) in enumerate(zip(self.runs, self.workdirs)):
+            stdin_fd = self._open(run.stdin or Path(os.devnull), os.O_RDONLY, opened)
+            out_fd = self._open(self.io_dir / f"out.{index}", os.O_WRONLY | os.O_CREAT, opened)
+            err_fd = self._open(self.io_dir / f"err.{index}", os.O_WRONLY | os.O_CREAT, opened)
+            aux = -1 if run.aux_fd is None else run.aux_fd
+            command_line = run.argv or tuple(self.argv or ())
+            program = programs.setdefault(command_line, len(programs))
+            init_args += [str(stdin_fd), str(out_fd), str(err_fd), str(aux), str(workdir)]
+            # A private folder is an empty tmpfs for its run: nothing written there by an
+            # earlier run (which can read every folder's name off the init's command line)
+            # survives into it.
+            init_args += [str(program), "1" if run.workdir is None else "0"]
+        init_args += [str(len(programs))]
+        for command_line in programs:
+            init_args += [str(len(command_line)), *command_line]
+        prepared = [workdir for workdir in self.workdirs if workdir.parent != self.private_root]
+        writable = [*self.shared, *prepared]
+        # The batch's root is read-only to the runs: they write only in their own folders.
+        readonly = [*readonly, _init_binary().parent, self.private_root]
+        init_args += self._isolation_args(readonly, writable)
+        staged = self._stage([*readonly, *self.shared])
+        command = self.sandbox.wrap(
+            init_args, writable, readonly, environment, self.uid, self.devices, staged
+        )
+        passed = tuple(opened) + tuple(run.aux_fd for run in self.runs if run.aux_fd is not None)
+        return command, passed, bool(staged)
 
     def _isolation_args(self, readonly: Sequence[Path], writable: Sequence[Path]) -> list[str]:
         """The init's ISOLATE block: per run, new user, ipc and mount namespaces, and at the
@@ -731,7 +816,7 @@ def _init_binary() -> Path:
 
 @cache
 def _build_init() -> Path:
-    from maxcode.config import cache_dir
+    from maxcode.home import cache_dir
 
     source = importlib.resources.files("maxcode.harness").joinpath("init.c").read_text()
     compiler = shutil.which("gcc") or shutil.which("cc")
@@ -761,6 +846,103 @@ def _build_init() -> Path:
     shutil.copyfile(built, target)
     os.chmod(target, 0o755)
     return target
+
+
+def _charge_memory(
+    results: list[SandboxResult], reports: Mapping[int, object], killed_at: int, limits: Limits
+) -> None:
+    """The run in flight when the tree went over its memory limit (the first the init never
+    reported) is the one that hit it."""
+    unreported = [index for index in range(len(results)) if index not in reports]
+    if unreported:
+        hit = results[unreported[0]]
+        hit.limit_hit = "memory"
+        hit.stderr = (
+            f"{hit.stderr}\nthe run's processes together used {killed_at >> 20} MiB, over the"
+            f" limit of {(limits.memory_bytes or 0) >> 20} MiB (killed)"
+        ).strip()
+
+
+class TreeMemoryWatch:
+    """Sums the memory of every process below ``root`` (proportional set size: pages shared
+    after a fork count once) every ``period_s``, and kills them all once the sum passes
+    ``limit_bytes``: a limit per process would let a run that forks take the host's memory."""
+
+    def __init__(self, root: int, limit_bytes: int | None, period_s: float = 0.05) -> None:
+        self.root = root
+        self.limit_bytes = limit_bytes
+        self.period_s = period_s
+        self.killed_at: int | None = None
+        """The sum (bytes) that made the watch kill the tree; None while it has not."""
+        self.peak_bytes = 0
+        """The largest sum seen."""
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        if limit_bytes is not None:
+            self._thread = threading.Thread(target=self._watch, name="maxcode-memory", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _watch(self) -> None:
+        assert self.limit_bytes is not None
+        while not self._stopped.wait(self.period_s):
+            tree = _descendants(self.root)
+            total = sum(_memory_of(pid) for pid in tree)
+            self.peak_bytes = max(self.peak_bytes, total)
+            if total > self.limit_bytes:
+                self.killed_at = total
+                for pid in [self.root, *tree]:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                kill_group(self.root)
+                return
+
+
+def _descendants(root: int) -> list[int]:
+    """Every process below ``root`` (by the kernel's children lists, threads included)."""
+    found: list[int] = []
+    waiting = [root]
+    while waiting:
+        pid = waiting.pop()
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/children") as children:
+                    below = [int(child) for child in children.read().split()]
+            except (OSError, ValueError):
+                continue
+            found += below
+            waiting += below
+    return found
+
+
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _memory_of(pid: int) -> int:
+    """A process's proportional set size in bytes (its resident size where that cannot be
+    read); 0 for a process that is gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            for line in rollup:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) << 10
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            return int(statm.read().split()[1]) * _PAGE_SIZE
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def _wait_until(pid: int, started: float, limit_s: float) -> tuple[bool, float]:

@@ -52,7 +52,12 @@ class EvalSettings(BaseModel):
     """KernelBench: the kernel language candidates are written in (cuda or triton); unset: cuda
     on a GPU, C++ extensions on a CPU. Triton on a CPU is checked in Triton's interpreter and
     timed only on a GPU (no reward there)."""
-    scale: float = Field(default=1.0, gt=0, le=1)
+    scale: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        json_schema_extra=only_for("kernelbench", hint=" (it scales a problem's sizes)"),
+    )
     """KernelBench: factor for the problem's sizes, hyper-parameters kept (smaller shapes for a
     CPU)."""
     compile_baseline: bool = False

@@ -91,7 +91,7 @@ class Kind(ABC):
         for name, field in EvalRequest.model_fields.items():
             marked = kind_only(field)
             value = one_off.get(name, getattr(settings, name, None))
-            if marked is None or self.name in marked[0] or value in (None, False):
+            if marked is None or self.name in marked[0] or value in (None, False, field.default):
                 continue
             owners = " and ".join(kind.title for kind in _kinds() if kind.name in marked[0])
             flag = "--" + name.replace("_", "-")

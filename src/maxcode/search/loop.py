@@ -23,17 +23,34 @@ from typing import TypeVar, cast
 
 from maxcode.executors import EvalJob, Executor
 from maxcode.kinds import kind_of
-from maxcode.llm import LLMProvider, LLMRequest, stable_prefix
+from maxcode.llm import LLMProvider, LLMRequest, LLMRequestError, stable_prefix
 from maxcode.search.config import SearchConfig
-from maxcode.search.critique import Critic
+from maxcode.search.critique import Critic, TemplateCritic
 from maxcode.search.methods import Expansion, Method
-from maxcode.search.observation import History, build_policy_prompt
+from maxcode.search.observation import PROGRAM_CHARS, History, build_policy_prompt
 from maxcode.search.results import confirms, interval_text, refutation
 from maxcode.search.tree import Node, best_node, evaluation_keys, limit_if_cut
 from maxcode.search.value import ValueFunction
 from maxcode.store import NodeRecord, RunStore
 from maxcode.tasks import Task
-from maxcode.types import Feedback
+from maxcode.types import ErrorInfo, Feedback
+
+MAX_CANDIDATE_CHARS = 500_000
+"""A proposed program longer than this is refused before it is evaluated (no compiler or
+sandbox time is spent on it); prompts show at most ``PROGRAM_CHARS`` of any program."""
+MIN_PROGRAM_CHARS = 4_000
+"""The least of a program a prompt shows after context refusals."""
+_CONTEXT_REFUSAL = re.compile(
+    r"context.{0,20}(length|window|size|limit)|too many tokens|prompt is too long"
+    r"|maximum.{0,30}tokens|too long",
+    re.IGNORECASE,
+)
+
+
+def context_refusal(error: LLMRequestError) -> bool:
+    """The server refused the request for its length (HTTP 400 naming the context)."""
+    return bool(_CONTEXT_REFUSAL.search(str(error)))
+
 
 T = TypeVar("T")
 
@@ -360,17 +377,36 @@ class Search:
                 [limit_if_cut(reason, recorded.max_tokens) for reason in recorded.finish_reasons],
                 recorded.messages[-1].content,
             )
-        history = History(
-            task=self.task,
-            parent=expansion.parent,
-            best=best_node(self.nodes),
-            attempts=self.nodes,
-            trajectory_tokens=self.config.trajectory_tokens,
-            parts=self.config.observation_parts(),
-            device=self.config.device,
-            backend=self.config.kernel_backend(),
-            step=step,
-        )
+        trajectory_tokens = self.config.trajectory_tokens
+        program_chars = PROGRAM_CHARS
+        while True:
+            history = History(
+                task=self.task,
+                parent=expansion.parent,
+                best=best_node(self.nodes),
+                attempts=self.nodes,
+                trajectory_tokens=trajectory_tokens,
+                parts=self.config.observation_parts(),
+                device=self.config.device,
+                backend=self.config.kernel_backend(),
+                step=step,
+                program_chars=program_chars,
+            )
+            try:
+                return await self._ask(step, asked, purpose, history)
+            except LLMRequestError as error:
+                # Too long for the server's context: the trajectory goes first (halved, then
+                # gone), then the programs shown are cut shorter; a prompt that is still
+                # refused at the smallest ends the run.
+                if not context_refusal(error) or program_chars <= MIN_PROGRAM_CHARS:
+                    raise
+                if trajectory_tokens > 0:
+                    trajectory_tokens = trajectory_tokens // 2 if trajectory_tokens > 1000 else 0
+                else:
+                    program_chars = max(program_chars // 4, MIN_PROGRAM_CHARS)
+
+    async def _ask(self, step: int, asked: int, purpose: str, history: History) -> _Answers:
+        """One policy request built from ``history``."""
         system, user = build_policy_prompt(history)
         options: dict[str, object] = {}
         if self.policy.provider_name == "rules":
@@ -514,10 +550,34 @@ class Search:
             return recorded
         assert node.source is not None
         started = time.perf_counter()
-        feedback = await self.executor.evaluate(self._job(node.source))
+        feedback = self._oversized(node.source) or await self.executor.evaluate(
+            self._job(node.source)
+        )
         digest = hashlib.sha256(node.source.encode()).hexdigest()
         self.store.put_evaluation(self.run_id, key, digest, feedback, time.perf_counter() - started)
         return feedback
+
+    def _oversized(self, source: str) -> Feedback | None:
+        """The verdict on a program over ``MAX_CANDIDATE_CHARS``, given without running
+        anything (None: it is evaluated as usual)."""
+        if len(source) <= MAX_CANDIDATE_CHARS:
+            return None
+        message = (
+            f"the program is {len(source):,} characters, over the limit of"
+            f" {MAX_CANDIDATE_CHARS:,}: not evaluated"
+        )
+        return Feedback(
+            task=self.task.name,
+            compiled=False,
+            correct=False,
+            speedup=0.0,
+            metric=self.config.metric,
+            reference_cost=None,
+            candidate_cost=None,
+            tests_passed=0,
+            tests_total=len(self.task.tests),
+            error=ErrorInfo(kind="compile_error", message=message),
+        )
 
     # --- critiquing ----------------------------------------------------------------------
 
@@ -535,6 +595,12 @@ class Search:
         recorded = self.store.get_critique(self.run_id, node.node_id)
         if recorded is not None:
             return recorded
-        text = await self.critic.critique(self.task, node, f"critic:{node.node_id}")
+        try:
+            text = await self.critic.critique(self.task, node, f"critic:{node.node_id}")
+        except LLMRequestError as error:
+            if not context_refusal(error):
+                raise
+            # Even the one bounded program is too long for this server: rules of thumb instead.
+            text = await TemplateCritic().critique(self.task, node, f"critic:{node.node_id}")
         self.store.put_critique(self.run_id, node.node_id, text, self.critic.name)
         return text

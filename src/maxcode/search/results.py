@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from maxcode.search.config import MAXCODE_PARTS
-from maxcode.store import RunRecord, RunStore
+from maxcode.store import RunDamaged, RunRecord, RunStore
 from maxcode.types import Feedback
 
 
@@ -135,27 +135,59 @@ def runs_json(store: RunStore) -> list[dict[str, Any]]:
     stands behind (``run_result``), its usage and its void results."""
     rows = []
     for run in store.list_runs():
-        usage = store.usage(run.run_id)
-        rows.append(
-            {
-                "run_id": run.run_id,
-                "task": run.task_name,
-                "method": run.method,
-                "label": method_label(run),
-                "status": run.status,
-                "best_speedup": run.best_speedup,
-                **_result_json(store, run),
-                "evaluations": store.count_evaluations(run.run_id),
-                "steps": run.steps_done,
-                "created_at": run.created_at,
-                "message": run.message,
-                "isolation": run_isolation(run),
-                "unsafe_isolation": run.unsafe_isolation,
-                "void": [result.as_json() for result in store.void_results(run.run_id)],
-                **usage,
-            }
-        )
+        try:
+            rows.append(_run_json(store, run))
+        except RunDamaged as damage:
+            # One unreadable row marks its run; the others stay listed.
+            rows.append(_damaged_json(store, run, str(damage)))
     return rows
+
+
+def _run_json(store: RunStore, run: RunRecord) -> dict[str, Any]:
+    if run.status == "damaged":
+        raise RunDamaged(f"run {run.run_id}: {run.message}")
+    return {
+        "run_id": run.run_id,
+        "task": run.task_name,
+        "method": run.method,
+        "label": method_label(run),
+        "status": run.status,
+        "best_speedup": run.best_speedup,
+        **_result_json(store, run),
+        "evaluations": store.count_evaluations(run.run_id),
+        "steps": run.steps_done,
+        "created_at": run.created_at,
+        "message": run.message,
+        "isolation": run_isolation(run),
+        "unsafe_isolation": run.unsafe_isolation,
+        "void": [result.as_json() for result in store.void_results(run.run_id)],
+        **store.usage(run.run_id),
+    }
+
+
+def _damaged_json(store: RunStore, run: RunRecord, reason: str) -> dict[str, Any]:
+    """A run with a row that cannot be read: status ``damaged``, the reason as its message,
+    and no result claimed."""
+    return {
+        "run_id": run.run_id,
+        "task": run.task_name,
+        "method": run.method,
+        "label": run.method,
+        "status": "damaged",
+        "best_speedup": run.best_speedup,
+        "speedup": None,
+        "speedup_interval": None,
+        "verified": False,
+        "result_text": "-",
+        "evaluations": store.count_evaluations(run.run_id),
+        "steps": run.steps_done,
+        "created_at": run.created_at,
+        "message": reason,
+        "isolation": run.isolation,
+        "unsafe_isolation": run.unsafe_isolation,
+        "void": [],
+        **store.usage(run.run_id),
+    }
 
 
 def _result_json(store: RunStore, run: RunRecord) -> dict[str, Any]:

@@ -1,16 +1,24 @@
-"""The run store: SQLite, WAL mode, append-only migrations."""
+"""The run store: SQLite, WAL mode, append-only migrations.
+
+- ``migrations``: the schema, changed only by appending migrations
+- ``lease``: who drives a run (process, host, heartbeat) and whether it still lives
+- ``store``: ``RunStore``, the rows of every run, node, evaluation, critique and LLM call
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from maxcode.config import maxcode_home
+from maxcode.home import maxcode_home
 from maxcode.store.store import (
     STORE_SCHEMA_VERSION,
     BenchRecord,
     NodeRecord,
+    RunDamaged,
+    RunLeased,
     RunRecord,
     RunStore,
+    StoreError,
     VoidResult,
 )
 
@@ -18,8 +26,11 @@ __all__ = [
     "STORE_SCHEMA_VERSION",
     "BenchRecord",
     "NodeRecord",
+    "RunDamaged",
+    "RunLeased",
     "RunRecord",
     "RunStore",
+    "StoreError",
     "VoidResult",
     "default_store_path",
     "open_store",

@@ -6,20 +6,36 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from maxcode.errors import MaxcodeError
 from maxcode.harness.integrity import apply_policy
 from maxcode.llm import LLMCall
+from maxcode.store.lease import Lease, process_start, this_host
 from maxcode.store.migrations import migrate
 from maxcode.types import Feedback
 
 STORE_SCHEMA_VERSION = 1
+
+
+class StoreError(MaxcodeError):
+    """The store cannot be read or written (a damaged page, a full disk, a read-only file)."""
+
+
+class RunDamaged(MaxcodeError):
+    """A row of one run cannot be read; the other runs stay readable."""
+
+
+class RunLeased(MaxcodeError):
+    """Another live process drives the run."""
 
 
 @dataclass(frozen=True)
@@ -154,31 +170,80 @@ def _enter_wal(connection: sqlite3.Connection, patience_s: float = 30.0) -> None
             time.sleep(0.05)
 
 
+def _writable(path: Path) -> bool:
+    """The store at ``path`` can be written (WAL needs its folder writable too)."""
+    if path.exists():
+        return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+    return True
+
+
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection; a WAL store in a folder it cannot write is read as immutable."""
+    connection = sqlite3.connect(
+        f"file:{path}?mode=ro", uri=True, timeout=30.0, isolation_level=None,
+        check_same_thread=False,
+    )  # fmt: skip
+    try:
+        connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        return connection
+    except sqlite3.OperationalError:
+        connection.close()
+    return sqlite3.connect(
+        f"file:{path}?immutable=1", uri=True, isolation_level=None, check_same_thread=False
+    )
+
+
+class _Fetched:
+    """A query's rows, read in full while the store's error handling applies."""
+
+    def __init__(self, rows: list[Any]) -> None:
+        self._rows = rows
+
+    def fetchall(self) -> list[Any]:
+        return self._rows
+
+    def fetchone(self) -> Any:
+        return self._rows[0] if self._rows else None
+
+
 class RunStore:
-    """A SQLite file (WAL mode) that several processes may share."""
+    """A SQLite file (WAL mode) that several processes may share. A store this process cannot
+    write is opened read-only (no WAL switch, no migration): it can be listed and reported."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self.read_only = not _writable(self.path)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._connection = sqlite3.connect(
-                self.path, timeout=30.0, isolation_level=None, check_same_thread=False
-            )
-            self._connection.execute("PRAGMA busy_timeout=30000")
-            _enter_wal(self._connection)
-            self._connection.execute("PRAGMA foreign_keys=ON")
-            migrate(self._connection)
+            if self.read_only:
+                self._connection = _open_read_only(self.path)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._connection = sqlite3.connect(
+                    self.path, timeout=30.0, isolation_level=None, check_same_thread=False
+                )
+                self._connection.execute("PRAGMA busy_timeout=30000")
+                _enter_wal(self._connection)
+                self._connection.execute("PRAGMA foreign_keys=ON")
+                migrate(self._connection)
+            applied = {
+                row[0] for row in self._connection.execute("SELECT name FROM schema_migrations")
+            }
         except (sqlite3.Error, OSError) as error:
-            raise MaxcodeError(f"cannot open the run store {self.path}: {error}") from None
+            raise StoreError(f"cannot open the run store {self.path}: {error}") from None
         self._lock = threading.Lock()
+        # A read-only store made before the lease existed has no run driven from it.
+        self._has_leases = "m005_run_lease" in applied
 
     def close(self) -> None:
         """Close the connection."""
         self._connection.close()
 
-    def _execute(self, sql: str, parameters: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+    def _execute(self, sql: str, parameters: tuple[Any, ...] = ()) -> _Fetched:
         with self._lock:
-            return self._connection.execute(sql, parameters)
+            try:
+                return _Fetched(self._connection.execute(sql, parameters).fetchall())
+            except sqlite3.Error as error:
+                raise StoreError(f"run store {self.path}: {error}") from None
 
     # --- runs ------------------------------------------------------------------------------
 
@@ -227,21 +292,24 @@ class RunStore:
         )
 
     def get_bench(self, bench_id: str) -> BenchRecord | None:
-        """A bench by id (a unique prefix is enough)."""
+        """A bench by id: the exact id, or a unique prefix of it (never a pattern)."""
         rows = self._execute(
             "SELECT bench_id, created_at, config_json, tasks_json, labels_json, trials FROM benches"
-            " WHERE bench_id LIKE ?",
-            (bench_id.replace("%", "") + "%",),
+            " WHERE substr(bench_id, 1, length(?)) = ?",
+            (bench_id, bench_id),
         ).fetchall()
         if len(rows) > 1 and not any(row[0] == bench_id for row in rows):
             raise MaxcodeError(f"bench id {bench_id!r} is ambiguous")
         rows = [row for row in rows if row[0] == bench_id] or rows
-        if not rows:
+        if not bench_id or not rows:
             return None
         bench, created, config, tasks, labels, trials = rows[0]
-        return BenchRecord(
-            bench, created, json.loads(config), json.loads(tasks), json.loads(labels), trials
-        )
+        try:
+            return BenchRecord(
+                bench, created, json.loads(config), json.loads(tasks), json.loads(labels), trials
+            )
+        except ValueError as error:
+            raise RunDamaged(f"bench {bench}: its row cannot be read ({error})") from None
 
     def bench_runs(self, bench_id: str) -> list[RunRecord]:
         """The runs of a bench, in the order they were created."""
@@ -249,7 +317,7 @@ class RunStore:
             f"SELECT {_RUN_COLUMNS} FROM runs WHERE bench_id = ? ORDER BY created_at, rowid",
             (bench_id,),
         ).fetchall()
-        return [_run(row) for row in rows]
+        return [self._with_driver(_run(row)) for row in rows]
 
     def evaluations(self, run_id: str) -> list[Feedback]:
         """A run's verdicts, in the order they were recorded, judged by today's policy."""
@@ -257,7 +325,7 @@ class RunStore:
             "SELECT feedback_json FROM evaluations WHERE run_id = ? ORDER BY created_at, rowid",
             (run_id,),
         ).fetchall()
-        return [_load_feedback(row[0]) for row in rows]
+        return [_load_feedback(row[0], run_id, "evaluations") for row in rows]
 
     def void_results(self, run_id: str) -> list[VoidResult]:
         """The run's evaluations that a void finding took the reward of, with the first node
@@ -271,7 +339,7 @@ class RunStore:
         ).fetchall()
         found = []
         for feedback_json, node_id in rows:
-            feedback = _load_feedback(feedback_json)
+            feedback = _load_feedback(feedback_json, run_id, "evaluations")
             if feedback.suspect is not None:
                 found.append(
                     VoidResult(
@@ -284,22 +352,104 @@ class RunStore:
         return found
 
     def get_run(self, run_id: str) -> RunRecord | None:
-        """A run by id (a unique prefix of the id is enough)."""
+        """A run by id: the exact id, or a unique prefix of it (never a pattern)."""
+        if not run_id:
+            return None
         rows = self._execute(
-            f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id LIKE ? ORDER BY created_at",
-            (run_id.replace("%", "") + "%",),
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE substr(run_id, 1, length(?)) = ?"
+            " ORDER BY created_at",
+            (run_id, run_id),
         ).fetchall()
         exact = [row for row in rows if row[0] == run_id]
         if exact:
-            return _run(exact[0])
+            return self._with_driver(_run(exact[0]))
         if len(rows) > 1:
             raise MaxcodeError(f"run id {run_id!r} is ambiguous: {len(rows)} runs start with it")
-        return _run(rows[0]) if rows else None
+        return self._with_driver(_run(rows[0])) if rows else None
 
     def list_runs(self) -> list[RunRecord]:
         """Every run, oldest first."""
         rows = self._execute(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY created_at").fetchall()
-        return [_run(row) for row in rows]
+        return [self._with_driver(_run(row)) for row in rows]
+
+    # --- the driver's lease --------------------------------------------------------------------
+
+    def lease(self, run_id: str) -> Lease | None:
+        """The lease of the process that drives (or last drove) the run."""
+        if not self._has_leases:
+            return None
+        row = self._execute(
+            "SELECT pid, host, process_start, heartbeat_at FROM run_leases WHERE run_id = ?",
+            (run_id,),
+        ).fetchone()
+        return Lease(*row) if row else None
+
+    def take_lease(self, run_id: str) -> Lease | None:
+        """Become the run's one driver; returns the lease of a driver that is gone (None: there
+        was none). Raises ``RunLeased`` (exit 2) naming the live process that drives it."""
+        if self.read_only:
+            raise StoreError(f"the run store {self.path} is read-only: no run can be driven")
+        now = time.time()
+        with self._lock:
+            connection = self._connection
+            try:
+                # BEGIN IMMEDIATE: of two processes taking the lease at once, one waits and
+                # then sees the other's.
+                connection.execute("BEGIN IMMEDIATE")
+                try:
+                    row = connection.execute(
+                        "SELECT pid, host, process_start, heartbeat_at FROM run_leases"
+                        " WHERE run_id = ?",
+                        (run_id,),
+                    ).fetchone()
+                    held = Lease(*row) if row else None
+                    if held is not None and not held.mine() and held.alive():
+                        connection.execute("ROLLBACK")
+                        raise RunLeased(
+                            f"run {run_id} is being driven by {held.describe()}"
+                            f" (heartbeat {max(0.0, now - held.heartbeat_at):.0f} s ago);"
+                            " wait for it to end or stop it first"
+                        )
+                    connection.execute(
+                        "INSERT OR REPLACE INTO run_leases (run_id, pid, host, process_start,"
+                        " taken_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?)",
+                        (run_id, os.getpid(), this_host(), process_start(os.getpid()), now, now),
+                    )
+                    connection.execute("COMMIT")
+                except sqlite3.Error:
+                    connection.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as error:
+                raise StoreError(f"run store {self.path}: {error}") from None
+        return held if held is not None and not held.mine() else None
+
+    def renew_lease(self, run_id: str) -> None:
+        """The driver's heartbeat."""
+        self._execute(
+            "UPDATE run_leases SET heartbeat_at = ? WHERE run_id = ? AND pid = ? AND host = ?",
+            (time.time(), run_id, os.getpid(), this_host()),
+        )
+
+    def release_lease(self, run_id: str) -> None:
+        """Stop driving the run."""
+        self._execute(
+            "DELETE FROM run_leases WHERE run_id = ? AND pid = ? AND host = ?",
+            (run_id, os.getpid(), this_host()),
+        )
+
+    def _with_driver(self, record: RunRecord) -> RunRecord:
+        """A run stored as running whose driver is gone (killed, the host restarted) is
+        ``stopped``: interrupted, and it resumes."""
+        if record.status != "running":
+            return record
+        lease = self.lease(record.run_id)
+        if lease is None or lease.alive():
+            return record
+        return replace(
+            record,
+            status="stopped",
+            message=f"interrupted: its driver ({lease.describe()}) is gone; resume with --resume",
+        )
 
     def update_run(self, run_id: str, **fields: Any) -> None:
         """Change a run's status, best, steps done, trace or message."""
@@ -382,7 +532,7 @@ class RunStore:
             "SELECT feedback_json FROM evaluations WHERE run_id = ? AND eval_key = ?",
             (run_id, eval_key),
         ).fetchone()
-        return _load_feedback(row[0]) if row else None
+        return _load_feedback(row[0], run_id, "evaluations") if row else None
 
     def put_verification(self, run_id: str, node_id: str, feedback: Feedback) -> None:
         """Record the final re-verification of a node's program (once per node)."""
@@ -407,7 +557,7 @@ class RunStore:
             " ORDER BY created_at, rowid",
             (run_id,),
         ).fetchall()
-        return [(row[0], _load_feedback(row[1])) for row in rows]
+        return [(row[0], _load_feedback(row[1], run_id, "verifications")) for row in rows]
 
     def count_evaluations(self, run_id: str) -> int:
         """Evaluations recorded for a run."""
@@ -456,7 +606,14 @@ class RunStore:
             " ORDER BY created_at LIMIT 1",
             (run_id, purpose),
         ).fetchone()
-        return LLMCall.model_validate_json(row[0]) if row else None
+        if row is None:
+            return None
+        try:
+            return LLMCall.model_validate_json(row[0])
+        except ValueError as error:
+            raise RunDamaged(
+                f"run {run_id}: a row of llm_calls cannot be read ({_reason(error)})"
+            ) from None
 
     def usage(self, run_id: str) -> dict[str, Any]:
         """Calls, tokens and cost of a run (cost None when any call's price was unknown); of
@@ -488,14 +645,35 @@ _RUN_COLUMNS = (
 )
 
 
-def _load_feedback(text: str) -> Feedback:
+def _reason(error: Exception) -> str:
+    """An unreadable row's reason in one line."""
+    if isinstance(error, ValidationError):
+        return "; ".join(str(detail["msg"]) for detail in error.errors()[:2])
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
+def _load_feedback(text: str, run_id: str, table: str) -> Feedback:
     """A stored verdict, judged by today's integrity table: a verdict stored before the policy
-    (schema 3 and older, no ``suspect``) whose flags now void it comes back suspect."""
-    return apply_policy(Feedback.model_validate_json(text))
+    (schema 3 and older, no ``suspect``) whose flags now void it comes back suspect. A row that
+    cannot be read raises ``RunDamaged`` naming its run."""
+    try:
+        return apply_policy(Feedback.model_validate_json(text))
+    except ValueError as error:
+        raise RunDamaged(
+            f"run {run_id}: a row of {table} cannot be read ({_reason(error)})"
+        ) from None
 
 
 def _run(row: tuple[Any, ...]) -> RunRecord:
     fields = dict(zip([name.strip() for name in _RUN_COLUMNS.split(",")], row))
+    status, message = fields["status"], fields["message"]
+    try:
+        config = json.loads(fields["config_json"])
+        trace = json.loads(fields["trace_json"])
+    except (TypeError, ValueError) as error:
+        # Listed as damaged, with the reason; the other runs stay readable.
+        config, trace = {}, []
+        status, message = "damaged", f"its row in runs cannot be read ({_reason(error)})"
     return RunRecord(
         run_id=fields["run_id"],
         created_at=fields["created_at"],
@@ -503,13 +681,13 @@ def _run(row: tuple[Any, ...]) -> RunRecord:
         task_name=fields["task_name"],
         task_kind=fields["task_kind"],
         method=fields["method"],
-        config=json.loads(fields["config_json"]),
-        status=fields["status"],
+        config=config,
+        status=status,
         best_node_id=fields["best_node_id"],
         best_speedup=fields["best_speedup"],
         steps_done=fields["steps_done"],
-        trace=json.loads(fields["trace_json"]),
-        message=fields["message"],
+        trace=trace,
+        message=message,
         bench_id=fields["bench_id"],
         bench_label=fields["bench_label"],
         bench_trial=fields["bench_trial"],

@@ -85,7 +85,9 @@ def test_optimize_a_kernelbench_problem_with_an_llm(server: FakeLLMServer, tmp_p
     # The zeros cheat's verdict and the honest program's timings reach the next prompt.
     assert "values outside tolerance" in second
     assert "Per call on cpu" in second and "eager" in second
-    assert "Profile of the candidate's forward: aten::" in second
+    # Where the candidate's time goes (an operator, or its own extension's code: which one
+    # leads depends on the machine's timing).
+    assert "Profile of the candidate's forward: " in second
 
 
 def test_optimize_a_problem_offline_with_the_rules_proposer(tmp_path: Path) -> None:

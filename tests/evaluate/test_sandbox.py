@@ -233,11 +233,14 @@ def test_each_run_of_a_batch_gets_its_own_limits_and_report(sandbox: Sandbox) ->
     for name in ("fast", "loop", "fail"):
         (inputs / name).write_text(name)
     script = 'case "$(cat)" in fast) echo ok;; loop) while :; do :; done;; fail) exit 4;; esac'
-    runs = [Run(stdin=inputs / name) for name in ("fast", "loop", "fail", "fast")]
+    runs = [Run(stdin=inputs / name) for name in ("fast", "fail", "loop", "fast")]
     results = sandbox.run_batch(["sh", "-c", script], runs, limits=Limits(wall_s=0.5))
-    assert [result.stdout for result in results] == [b"ok\n", b"", b"", b"ok\n"]
-    assert [result.limit_hit for result in results] == [None, "wall", None, None]
-    assert results[2].exit_code == 4
+    assert [result.stdout for result in results] == [b"ok\n", b"", b"", b""]
+    assert [result.limit_hit for result in results] == [None, None, "wall", "wall"]
+    assert results[1].exit_code == 4
+    # The first timeout ends the batch: the run after it never ran (no report, no time).
+    assert results[2].wall_s >= 0.5 and results[3].wall_s == 0.0
+    assert results[3].exit_code is None and results[3].cpu_s == 0.0
 
 
 def test_a_batch_longer_than_one_start_holds_runs_in_full() -> None:

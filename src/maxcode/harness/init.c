@@ -429,6 +429,9 @@ int main(int argc, char **argv) {
                 run, status, elapsed_ns(&started, &ended), cpu_us, usage.ru_maxrss, stragglers,
                 timed_out);
         last_status = status;
+        /* The first timeout decides: a program that hangs would cost each later run its whole
+         * limit, and no later run can change the verdict (they are left unreported). */
+        if (timed_out) break;
     }
     if (WIFEXITED(last_status)) return WEXITSTATUS(last_status);
     return 128 + WTERMSIG(last_status);

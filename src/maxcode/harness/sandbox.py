@@ -364,6 +364,9 @@ class Sandbox:
         (its runs are below it, under the init). Every run starts with no state from an
         earlier one: its own ipc and mount namespaces, and (when private) an empty folder of
         its own. More than ``RUNS_PER_START`` runs take several starts, one after the other.
+        The first run that reaches its wall limit ends the batch: the runs after it are not
+        run (each would cost its whole limit, and none can change a verdict the timeout has
+        decided) and come back as the init never reported them (killed, no time).
         """
         limits = limits or Limits()
         if argv is None and any(run.argv is None for run in runs):
@@ -385,7 +388,10 @@ class Sandbox:
                     hidden=hidden,
                     on_start=on_start,
                 )
-            return results
+                if any(result.limit_hit == "wall" for result in results):
+                    break
+            unrun = len(runs) - len(results)
+            return results + [_unreported(self.isolation) for _ in range(unrun)]
         uid = _uids.acquire() if self.drops_uid else None
         private_root = make_scratch("maxcode-batch-")
         try:
@@ -691,19 +697,28 @@ class _Batch:
         stdout = (self.io_dir / f"out.{index}").read_bytes()[: limits.file_size_bytes]
         stderr = head_and_tail(self.io_dir / f"err.{index}")
         if report is None or "status" not in report:
-            # The init never reported this run: the sandbox failed, or the batch was killed.
-            return SandboxResult(
-                exit_code=None,
-                signal=signal.SIGKILL,
-                limit_hit="wall",
-                wall_s=0.0,
-                cpu_s=0.0,
-                max_rss_kb=0,
-                stdout=stdout,
-                stderr=(stderr + wrapper_error).strip(),
-                isolation=self.sandbox.isolation,
-            )
+            # The init never reported this run: the sandbox failed, the batch was killed, or an
+            # earlier run's timeout ended it.
+            unreported = _unreported(self.sandbox.isolation)
+            unreported.stdout = stdout
+            unreported.stderr = (stderr + wrapper_error).strip()
+            return unreported
         return reported_result(report, limits, stdout, stderr, self.sandbox.isolation)
+
+
+def _unreported(isolation: Isolation) -> SandboxResult:
+    """A run the init never reported: killed at the wall limit, no time, no output."""
+    return SandboxResult(
+        exit_code=None,
+        signal=signal.SIGKILL,
+        limit_hit="wall",
+        wall_s=0.0,
+        cpu_s=0.0,
+        max_rss_kb=0,
+        stdout=b"",
+        stderr="",
+        isolation=isolation,
+    )
 
 
 def reported_result(

@@ -316,10 +316,9 @@ def _profile(task: Task, candidate: str, sandbox: Sandbox, verdict: Feedback) ->
 
 def _correctness_round(runner: _Runner, task: Task, programs: _Programs) -> list[TestOutcome]:
     """The reference, then the candidate, over every test; the reference must pass (a task
-    error otherwise: nothing the candidate does can reach the reference's runs). The candidate
-    runs one test per sandbox start and stops at its first timeout: that decides the verdict,
-    and a program that hangs would cost every other test's timeout too (the outcomes then end
-    there)."""
+    error otherwise: nothing the candidate does can reach the reference's runs). The candidate's
+    first timeout decides the verdict: the sandbox's init runs no test after it (a program
+    that hangs would cost every other test's limit too), and the outcomes end there."""
     expected = [test.output_path.read_bytes() for test in task.tests]
     results = runner.run([(programs.reference, test) for test in task.tests], programs)
     for test, want, result in zip(task.tests, expected, results):
@@ -330,11 +329,11 @@ def _correctness_round(runner: _Runner, task: Task, programs: _Programs) -> list
                 f"{task.origin}: the reference fails its own test {test.index}: "
                 f"{reference.status}: {why}"
             )
+    results = runner.run([(programs.candidate, test) for test in task.tests], programs)
     outcomes = []
-    for test, want in zip(task.tests, expected):
-        (result,) = runner.run([(programs.candidate, test)], programs)
+    for test, want, result in zip(task.tests, expected, results):
         outcomes.append(_outcome(test.index, result, want, runner))
-        if outcomes[-1].status == "timeout":
+        if outcomes[-1].status == "timeout":  # the sandbox's init ran no test after it
             break
     return outcomes
 

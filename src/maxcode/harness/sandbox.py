@@ -879,9 +879,10 @@ def _charge_memory(
 
 
 class TreeMemoryWatch:
-    """Sums the memory of every process below ``root`` (proportional set size: pages shared
-    after a fork count once) every ``period_s``, and kills them all once the sum passes
-    ``limit_bytes``: a limit per process would let a run that forks take the host's memory."""
+    """Sums the memory of every process below ``root`` every ``period_s`` and kills them all
+    once the sum passes ``limit_bytes``: a limit per process would let a run that forks take
+    the host's memory. What is summed is the proportional set size (pages shared after a fork
+    count once), read only when the resident sizes' sum, an upper bound, passes the limit."""
 
     def __init__(self, root: int, limit_bytes: int | None, period_s: float = 0.05) -> None:
         self.root = root
@@ -906,7 +907,13 @@ class TreeMemoryWatch:
         assert self.limit_bytes is not None
         while not self._stopped.wait(self.period_s):
             tree = _descendants(self.root)
-            total = sum(_memory_of(pid) for pid in tree)
+            # Resident sizes are cheap to read (statm) and never below the proportional ones:
+            # only a tree whose resident sum passes the limit is weighed by proportional set
+            # size, which costs milliseconds a process (smaps_rollup walks its mappings and
+            # holds its memory map's lock: a timed worker must not pay that every tick).
+            total = sum(_resident_of(pid) for pid in tree)
+            if total > self.limit_bytes:
+                total = sum(_memory_of(pid) for pid in tree)
             self.peak_bytes = max(self.peak_bytes, total)
             if total > self.limit_bytes:
                 self.killed_at = total
@@ -943,6 +950,15 @@ def _descendants(root: int) -> list[int]:
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 
+def _resident_of(pid: int) -> int:
+    """A process's resident set size in bytes; 0 for a process that is gone."""
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            return int(statm.read().split()[1]) * _PAGE_SIZE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def _memory_of(pid: int) -> int:
     """A process's proportional set size in bytes (its resident size where that cannot be
     read); 0 for a process that is gone."""
@@ -953,11 +969,7 @@ def _memory_of(pid: int) -> int:
                     return int(line.split()[1]) << 10
     except (OSError, ValueError, IndexError):
         pass
-    try:
-        with open(f"/proc/{pid}/statm") as statm:
-            return int(statm.read().split()[1]) * _PAGE_SIZE
-    except (OSError, ValueError, IndexError):
-        return 0
+    return _resident_of(pid)
 
 
 def _wait_until(pid: int, started: float, limit_s: float) -> tuple[bool, float]:

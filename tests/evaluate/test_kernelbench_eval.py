@@ -157,7 +157,7 @@ def test_maxcode_eval_json_has_the_contract_fields_and_the_compile_baseline(
     ):
         assert key in printed
     assert printed["correct"] is True and printed["metric"] == "wall"
-    assert printed["kernelbench"]["timings"]["compile"]["median_s"] > 0
+    assert printed["kernelbench"]["timings"]["compile"]["trials"] > 0
     assert printed["kernelbench"]["speedup_vs_compile"] > 0
     assert printed["kernelbench"]["shape_scale"] == 1.0
     # A reported number: fresh worker pairs sampled the bias of one pair of processes (as

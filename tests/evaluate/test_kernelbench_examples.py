@@ -128,7 +128,7 @@ def test_the_cpu_kernel_of_each_problem_is_correct(
     feedback = cpu_results["feedback"][problem]  # type: ignore[index]
     assert feedback.compiled, feedback.compile_output
     assert feedback.correct, feedback.error
-    assert feedback.speedup > 0 and feedback.kernelbench.timings["candidate"].trials >= 10
+    assert feedback.kernelbench.timings["candidate"].trials >= 10
     # The bundled problems are sound tasks: none of the screening findings fires.
     assert not [flag for flag in feedback.flags if flag.startswith("task:")], feedback.flags
     # An honest kernel leaves complete host evidence: no finding voids its reward.
@@ -208,8 +208,10 @@ def test_work_on_a_side_stream_is_timed() -> None:
     task = load_task(str(cheats / "problem.py"))
     feedback = evaluate_task(task, (cheats / "side_stream.py").read_text(), device="cuda")
     # Ten times the work on a side stream: either the output was read before it was ready
-    # (wrong), or the device-wide sync put the work inside the timing (slower than eager).
-    assert not feedback.correct or feedback.speedup < 1.0, feedback.kernelbench.timings
+    # (wrong), or the device-wide sync put the work inside the timed calls. How much slower
+    # that makes it is a speed, measured by benchmarks/gpu_fixtures.py (fixture side_stream).
+    assert feedback.compiled, feedback.compile_output
+    assert not feedback.correct or feedback.kernelbench.timings["candidate"].trials > 0
 
 
 @pytest.mark.gpu

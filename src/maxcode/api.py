@@ -29,6 +29,17 @@ if TYPE_CHECKING:
     from maxcode.types import Feedback
 
 
+RESUMED_RUN_TAKES = (
+    "--resume takes only --base-url, --store, --output, --json, --request-timeout and the"
+    " budget limits"
+)
+"""Why a resumed run refuses other settings (it keeps its stored ones)."""
+RESUMED_BENCH_TAKES = (
+    "--resume continues a bench as it was set up: it takes only --base-url, --store and --json"
+)
+"""Why a resumed bench refuses other settings (its runs keep their stored ones)."""
+
+
 def load_task(spec: str | Path, *, pie_tests: str | Path | None = None, scale: float = 1.0) -> Task:
     """A task: a task folder (C++ or a project), a KernelBench problem file (its sizes times
     ``scale``), or a PIE row ``FILE.jsonl#N`` (with its tests under ``pie_tests``)."""
@@ -131,10 +142,7 @@ def optimize(
         # request timeout may change.
         others = set(settings) - set(RESUMABLE_SETTINGS)
         if task is not None or others or model or method or maxcode:
-            raise MaxcodeError(
-                "--resume takes only --base-url, --store, --output, --json, --request-timeout"
-                " and the budget limits"
-            )
+            raise MaxcodeError(RESUMED_RUN_TAKES)
     elif task is None:
         raise MaxcodeError("name a TASK to optimize, or --resume RUN_ID")
     # Timing settings read from the environment when candidates are timed: a bad one is an
@@ -190,10 +198,7 @@ def bench(
 
     base_url = settings.pop("base_url", None)
     if resume is not None and (tasks or methods or settings or maxcode):
-        raise MaxcodeError(
-            "--resume continues a bench as it was set up: it takes only --base-url, --store"
-            " and --json"
-        )
+        raise MaxcodeError(RESUMED_BENCH_TAKES)
     runs = open_store(store)
     if resume is None:
         if not tasks:

@@ -217,7 +217,7 @@ def optimize_command(
     **flags: Any,
 ) -> None:
     """Search for a faster version of TASK's program."""
-    from maxcode.api import optimize
+    from maxcode.api import RESUMED_RUN_TAKES, optimize
     from maxcode.search.driver import RESUMABLE_SETTINGS
 
     on_line = typed(ctx)
@@ -227,10 +227,7 @@ def optimize_command(
         # a budget or a request timeout typed on the command line changes a stored one.
         allowed = {"resume_id", "base_url", "store_path", "as_json", "output", *RESUMABLE_SETTINGS}
         if task or on_line - allowed:
-            raise MaxcodeError(
-                "--resume takes only --base-url, --store, --output, --json, --request-timeout"
-                " and the budget limits"
-            )
+            raise MaxcodeError(RESUMED_RUN_TAKES)
         settings = {name: flags[name] for name in on_line & set(RESUMABLE_SETTINGS)}
     else:
         settings = _search_settings(given(ctx), flags, config_file, observation)
@@ -302,17 +299,14 @@ def bench_command(
     **flags: Any,
 ) -> None:
     """Run each --method on each task of TASKS with the same budget and compare them."""
-    from maxcode.api import bench
+    from maxcode.api import RESUMED_BENCH_TAKES, bench
     from maxcode.search.bench.table import bench_table, bench_void
     from maxcode.store import open_store
 
     if resume_id:
         # Its runs keep their stored settings: any other flag would be ignored, so it is refused.
         if tasks or typed(ctx) - {"resume_id", "base_url", "store_path", "as_json"}:
-            raise MaxcodeError(
-                "--resume continues a bench as it was set up: it takes only --base-url, --store"
-                " and --json"
-            )
+            raise MaxcodeError(RESUMED_BENCH_TAKES)
         settings: dict[str, Any] = {}
     else:
         settings = _search_settings(given(ctx), flags, config_file, observation)

@@ -147,21 +147,13 @@ def _run_json(store: RunStore, run: RunRecord) -> dict[str, Any]:
     if run.status == "damaged":
         raise RunDamaged(f"run {run.run_id}: {run.message}")
     return {
-        "run_id": run.run_id,
-        "task": run.task_name,
-        "method": run.method,
+        **_listed_json(store, run),
         "label": method_label(run),
         "status": run.status,
-        "best_speedup": run.best_speedup,
         **_result_json(store, run),
-        "evaluations": store.count_evaluations(run.run_id),
-        "steps": run.steps_done,
-        "created_at": run.created_at,
         "message": run.message,
         "isolation": run_isolation(run),
-        "unsafe_isolation": run.unsafe_isolation,
         "void": [result.as_json() for result in store.void_results(run.run_id)],
-        **store.usage(run.run_id),
     }
 
 
@@ -169,23 +161,31 @@ def _damaged_json(store: RunStore, run: RunRecord, reason: str) -> dict[str, Any
     """A run with a row that cannot be read: status ``damaged``, the reason as its message,
     and no result claimed."""
     return {
-        "run_id": run.run_id,
-        "task": run.task_name,
-        "method": run.method,
+        **_listed_json(store, run),
         "label": run.method,
         "status": "damaged",
-        "best_speedup": run.best_speedup,
         "speedup": None,
         "speedup_interval": None,
         "verified": False,
         "result_text": "-",
+        "message": reason,
+        "isolation": run.isolation,
+        "void": [],
+    }
+
+
+def _listed_json(store: RunStore, run: RunRecord) -> dict[str, Any]:
+    """What every listed run shows, readable or damaged: its record's plain fields, its
+    evaluations' count and its usage."""
+    return {
+        "run_id": run.run_id,
+        "task": run.task_name,
+        "method": run.method,
+        "best_speedup": run.best_speedup,
         "evaluations": store.count_evaluations(run.run_id),
         "steps": run.steps_done,
         "created_at": run.created_at,
-        "message": reason,
-        "isolation": run.isolation,
         "unsafe_isolation": run.unsafe_isolation,
-        "void": [],
         **store.usage(run.run_id),
     }
 

@@ -55,6 +55,11 @@ a search's test took 59 s with up to 24, 31 s with 8, 27 s with 3 (2026-12-02). 
 that rounds are added and capped set the variable themselves."""
 
 
+SUITE_HEADERS = Path(tempfile.gettempdir()) / f"maxcode-suite-headers-{os.getuid()}"
+"""Where the suite keeps torch's precompiled headers (``MAXCODE_HEADER_CACHE``), from one run to
+the next."""
+
+
 def make_hermetic(monkeypatch: pytest.MonkeyPatch, home: Path) -> Path:
     """Point all maxcode state at ``home`` and drop the user's other ``MAXCODE_*`` settings
     (undone with ``monkeypatch``): what every test runs with, and what a module-scoped
@@ -73,6 +78,9 @@ def make_hermetic(monkeypatch: pytest.MonkeyPatch, home: Path) -> Path:
     monkeypatch.setenv("MAXCODE_TIMING_BUDGET_S", "0.25")
     # And a reported KernelBench evaluation takes ``SUITE_ROUNDS`` rounds (below).
     monkeypatch.setenv("MAXCODE_MOST_ROUNDS", str(SUITE_ROUNDS))
+    # Torch's precompiled headers (``kinds.kernelbench.headers``, about 0.8 GB and a minute
+    # each) built once for the whole suite, every worker and test alike, not once per home.
+    monkeypatch.setenv("MAXCODE_HEADER_CACHE", str(SUITE_HEADERS))
     # A search with a model profiles every correct candidate by default (callgrind for C++:
     # an offline search of io_bound_sum took 17.6 s with it, 8.9 s without, 2026-12-02);
     # the suite's searches profile only where a test asks (``--profile``) for what it checks.

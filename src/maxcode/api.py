@@ -68,8 +68,9 @@ def evaluate(
 
     ``isolation`` outside ``SAFE_LEVELS`` (what ``auto`` falls back to without bubblewrap and
     namespaces) is refused with ``UnsafeIsolation`` unless ``unsafe_isolation`` accepts it.
-    The number is reported: C++ timed to ``precision`` (``EVAL_PRECISION`` unless given),
-    KernelBench in its reported rounds (exactly ``rounds`` when given)."""
+    The number is reported: timed to ``precision`` (the kind's ``eval_precision``, else
+    ``EVAL_PRECISION``, unless given); KernelBench in rounds of fresh workers (exactly
+    ``rounds`` when given)."""
     from maxcode.harness.sandbox import Sandbox
     from maxcode.harness.settings import EVAL_PRECISION, EvalRequest, with_overrides
     from maxcode.kinds import kind_of
@@ -93,7 +94,7 @@ def evaluate(
         failed = kind.prebuild(loaded, source, prepared, sandbox)
         if failed is not None:
             return failed
-    precision = EVAL_PRECISION if chosen.precision is None else chosen.precision
+    precision = chosen.precision or kind.eval_precision or EVAL_PRECISION
     occasion = Occasion(
         sandbox,
         reported=True,

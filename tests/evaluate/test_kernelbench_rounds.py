@@ -13,12 +13,13 @@ from maxcode.harness.stats import Z975
 from maxcode.kinds import evaluate_task
 from maxcode.kinds.kernelbench import rounds
 from maxcode.kinds.kernelbench.rounds import (
+    LEAST_ROUNDS,
     MOST_ROUNDS,
     REPORTED_ROUNDS,
     Tally,
     combine,
-    scattered,
     set_aside,
+    wide,
 )
 from maxcode.kinds.load import load_task
 from maxcode.types import Feedback, KernelBenchDetails, TimingStats
@@ -116,10 +117,12 @@ def test_the_first_round_that_is_not_clean_is_the_verdict(last: Feedback) -> Non
 HIDDEN = "hidden: work outside the timed calls: surely 23.8 ms per call more"
 
 
-def tallied(wanted: int, *results: Feedback, most: int | None = None) -> tuple[Feedback, int]:
-    """What a tally of ``wanted`` rounds (up to ``most`` while they scatter) makes of these
-    rounds in turn, and how many it ran."""
-    tally, ran = Tally(wanted, most), 0
+def tallied(
+    wanted: int, *results: Feedback, most: int | None = None, precision: float | None = None
+) -> tuple[Feedback, int]:
+    """What a tally of ``wanted`` rounds (up to ``most`` while their interval is wider than
+    ``precision``) makes of these rounds in turn, and how many it ran."""
+    tally, ran = Tally(wanted, most, precision), 0
     for result in results:
         if not tally.more():
             break
@@ -264,23 +267,24 @@ def rounds_at(*speedups: float) -> list[Feedback]:
     return [measured(speedup, (speedup * 0.9, speedup * 1.1)) for speedup in speedups]
 
 
-def test_rounds_that_scatter_go_on_until_their_mean_is_narrow_or_the_cap() -> None:
-    """Past the rounds wanted, clean rounds go on while the standard error of their mean log
-    speedup is above ``SCATTER``; their own (wide) intervals do not decide it."""
-    agreeing = rounds_at(1.0, 1.002, 0.998, 1.0, 1.0)
-    combined, ran = tallied(3, *agreeing, most=5)
-    assert ran == 3 and combined.kernelbench.rounds == 3
-    # 1%, 1%: a standard error of 0.58% after three, 0.41% once a fourth agrees.
-    settling = rounds_at(1.0, 1.01, 0.99, 1.0, 1.0, 1.0)
-    combined, ran = tallied(3, *settling, most=6)
-    assert ran == 4 and combined.kernelbench.rounds == 4
-    scattering = rounds_at(1.0, 1.05, 0.95, 1.04, 0.96, 1.03, 0.97, 1.0)
-    combined, ran = tallied(3, *scattering, most=6)
-    assert (
-        ran == 6 and combined.kernelbench.rounds == 6 and len(combined.kernelbench.per_round) == 6
-    )
-    # Without a cap above the rounds wanted, exactly those.
-    assert tallied(3, *scattering)[1] == 3
+def test_rounds_go_on_until_their_interval_is_as_narrow_as_the_precision_or_the_cap() -> None:
+    """Past the rounds wanted, clean rounds go on while the interval they combine to (as
+    reported) reaches further than the precision from its estimate."""
+    # Rounds of (0.9, 1.1) that agree: about -10.5% / sqrt(n) below, so within 5% after five
+    # rounds, 3% after 13.
+    agreeing = rounds_at(*[1.0] * 16)
+    combined, ran = tallied(3, *agreeing, most=16, precision=0.05)
+    assert ran == 5 and combined.kernelbench.rounds == 5
+    low, high = combined.speedup_interval
+    assert high - 1 <= 0.05 and 1 - low <= 0.05
+    assert tallied(3, *agreeing, most=16, precision=0.03)[1] == 13
+    # Rounds that disagree more than their intervals admit widen the interval (Birge): more.
+    scattering = rounds_at(*[1.0, 1.12, 0.89] * 6)
+    assert tallied(3, *scattering, most=18, precision=0.05)[1] == 16
+    # The cap stops them first, the interval left wider; without a cap, exactly those wanted.
+    combined, ran = tallied(3, *scattering, most=6, precision=0.01)
+    assert ran == 6 and len(combined.kernelbench.per_round) == 6
+    assert tallied(3, *scattering, precision=0.01)[1] == 3
 
 
 def test_a_round_that_is_not_clean_ends_the_added_rounds() -> None:
@@ -289,22 +293,27 @@ def test_a_round_that_is_not_clean_ends_the_added_rounds() -> None:
     assert ran == 3 and not combined.correct and combined.speedup == 0.0
 
 
-def test_a_round_set_aside_does_not_count_as_scatter() -> None:
-    kept = rounds_at(1.0, 1.001, 0.999, 1.0, 1.0005)
+def test_a_round_set_aside_does_not_widen_the_interval() -> None:
+    kept = [measured(speedup, (speedup * 0.99, speedup * 1.01)) for speedup in (1.0, 1.001, 0.999)]
     odd = measured(2.0, (1.99, 2.01))
-    assert set_aside([*kept, odd]) == [5]
-    assert not scattered([*kept, odd]) and scattered([*kept, measured(1.1, (1.0, 1.2))])
+    assert set_aside([*kept, odd]) == [3]
+    assert not wide(kept, 0.01) and not wide([*kept, odd], 0.01)
+    # A round that differs less is kept, and widens the interval.
+    differing = measured(1.05, (1.02, 1.08))
+    assert set_aside([*kept, differing]) == [] and wide([*kept, differing], 0.01)
 
 
 def test_a_reported_evaluation_adds_rounds_only_when_timed_adaptively(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """``maxcode eval`` and re-verification: without ``--repeats`` or ``--rounds``, rounds go
-    on past ``REPORTED_ROUNDS`` while they scatter (here every spread does), up to
-    ``MAXCODE_MOST_ROUNDS``; with a fixed number of calls, or of rounds, exactly that many."""
+    on past ``LEAST_ROUNDS`` while their interval is wider than the precision (here any is),
+    up to ``MAXCODE_MOST_ROUNDS``; with a fixed number of calls, or of rounds, exactly that
+    many (``REPORTED_ROUNDS``)."""
+    monkeypatch.setattr(rounds, "LEAST_ROUNDS", 2)
     monkeypatch.setattr(rounds, "REPORTED_ROUNDS", 2)
     monkeypatch.setenv("MAXCODE_MOST_ROUNDS", "3")
-    monkeypatch.setattr(rounds, "SCATTER", 0.0)
+    monkeypatch.setattr(rounds, "REPORTED_PRECISION", 1e-9)
     task = load_task(str(PROBLEM))
     honest = (CHEATS / "honest.py").read_text()
     adaptive = evaluate_task(task, honest, reported=True)
@@ -322,7 +331,7 @@ def test_the_most_rounds_setting_caps_a_reported_evaluation(
     below ``REPORTED_ROUNDS``, the count itself, timed adaptively or not (what ``evaluate_task``
     runs: the test above)."""
     monkeypatch.delenv("MAXCODE_MOST_ROUNDS")
-    assert rounds.reported_rounds(adaptive=True) == (REPORTED_ROUNDS, MOST_ROUNDS)
+    assert rounds.reported_rounds(adaptive=True) == (LEAST_ROUNDS, MOST_ROUNDS)
     assert rounds.reported_rounds(adaptive=False) == (REPORTED_ROUNDS, None)
     monkeypatch.setenv("MAXCODE_MOST_ROUNDS", "2")
     assert rounds.reported_rounds(adaptive=True) == (2, 2)
@@ -362,7 +371,9 @@ def test_eval_help_states_the_reported_rounds() -> None:
     done = run_maxcode("eval", "--help")
     assert done.returncode == 0
     said = " ".join(done.stdout.split())
-    assert f"unset: {REPORTED_ROUNDS}, and up to {MOST_ROUNDS} while" in said
+    assert f"None: {LEAST_ROUNDS}, and up to {MOST_ROUNDS} until" in said.replace("unset", "None")
+    assert f"or {REPORTED_ROUNDS} when repeats is set" in said
+    assert f"(KernelBench: {rounds.REPORTED_PRECISION:g})" in said
 
 
 def test_eval_prints_each_rounds_speedup(capsys: pytest.CaptureFixture[str]) -> None:

@@ -81,6 +81,17 @@ def _signal_status(pid: int | str = "self") -> str:
         return "?"
 
 
+def _children(pid: int) -> list[str]:
+    """The ids of ``pid``'s child processes (an evaluation's compiler or sandbox)."""
+    found: list[str] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += (task / "children").read_text().split()
+        except OSError:
+            pass
+    return found
+
+
 def _count(store: Path) -> int:
     if not store.exists():
         return 0  # connecting would create it, racing maxcode's own creation of the store
@@ -190,3 +201,42 @@ def test_ctrl_c_stops_cleanly_keeps_everything_and_resumes(tmp_path: Path) -> No
     result = json.loads(resumed.stdout)
     assert result["status"] == "done"
     assert result["evaluations"] >= kept
+
+
+def test_a_first_ctrl_c_keeps_the_evaluations_in_flight_and_asks_nothing_more(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C while the first step's candidates are evaluated: it says at once what it waits
+    for, both evaluations end and are recorded (a resume measures neither again), and no
+    further model call is made (the critic's included)."""
+    task = write_task(
+        tmp_path / "task", reference=VARIANTS[0], tests=[("1 2\n", "3\n"), ("40 2\n", "42\n")]
+    )
+    server = FakeLLMServer()
+    server.responder = responder
+    store = tmp_path / "c.db"
+    try:
+        running = subprocess.Popen(
+            _command(task, store, server.url),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+        )  # fmt: skip
+        deadline = time.monotonic() + 300
+        while not server.seen and running.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # The answer read and its two programs handed to the evaluators: they compile.
+        while not _children(running.pid) and running.poll() is None:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        assert running.poll() is None and _count(store) == 0, "evaluated before the Ctrl-C"
+        running.send_signal(signal.SIGINT)
+        _, stderr = running.communicate(timeout=300)
+    finally:
+        server.close()
+    assert running.returncode == 130, stderr
+    assert "Ctrl-C: stopping once the 2 evaluations in flight end" in stderr, stderr
+    assert "Traceback" not in stderr
+    assert _count(store) == 2
+    assert len(server.seen) == 1  # the first proposal; no critique, no second step
+    with sqlite3.connect(store) as db:
+        (status,) = db.execute("SELECT status FROM runs").fetchone()
+    assert status == "stopped"

@@ -110,15 +110,18 @@ class EvalRequest(EvalSettings):
         ),
     )
     """KernelBench: exactly this many timing windows, each with fresh worker processes,
-    combined into one speedup; None: 8, and up to 24 while their speedups scatter unless
-    repeats is set (MAXCODE_MOST_ROUNDS caps both)."""
+    combined into one speedup; None: 3, and up to 24 until their interval is as narrow as
+    ``precision``, or 8 when repeats is set (MAXCODE_MOST_ROUNDS caps both)."""
     compile_only: bool = Field(default=False, json_schema_extra=only_for("kernelbench"))
     """KernelBench: only build the candidate's extensions (with device cuda: nvcc, no GPU
     needed); nothing is run."""
-    precision: float | None = Field(default=None, gt=0, lt=0.5, json_schema_extra=only_for("cpp"))
-    """C++: timed rounds go on until the speedup's 95% interval is within this share of its
-    estimate (a cap reached first leaves it wider, and says so); None: 0.02, +-2%. Half the
-    width takes about four times the rounds, and gets four times the caps."""
+    precision: float | None = Field(
+        default=None, gt=0, lt=0.5, json_schema_extra=only_for("cpp", "kernelbench")
+    )
+    """C++ and KernelBench: timed rounds go on until the speedup's 95% interval is within this
+    share of its estimate (a cap reached first leaves it wider, and says so); None: 0.02, +-2%
+    (KernelBench: 0.03). Half the width takes about four times
+    the rounds, and gets four times the caps."""
 
 
 def kernel_backend(backend: str | None, device: str) -> str:

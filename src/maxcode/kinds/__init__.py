@@ -64,11 +64,11 @@ def evaluate_task(
     are pinned (None picks one). ``reported``: the speedup is reported (``maxcode eval``,
     re-verification), not a screen of a search's candidate, and is timed to a narrower interval
     (C++: within larger caps, ``turns.REPORTED``; KernelBench: in ``rounds`` rounds of fresh
-    workers when given, else ``REPORTED_ROUNDS`` and more while they scatter, where a screen
-    runs one; projects time their fixed ``repeats`` either way). ``compile_only``: KernelBench
-    builds the candidate's extensions and runs nothing. ``bar``: a search's screen, whose
-    timing stops once the candidate is clearly below this reward (C++ rounds, a KernelBench
-    round's calls)."""
+    workers when given, else ``LEAST_ROUNDS`` and more until the interval is narrow, where a
+    screen runs one; projects time their fixed ``repeats`` either way). ``compile_only``:
+    KernelBench builds the candidate's extensions and runs nothing. ``bar``: a search's
+    screen, whose timing stops once the candidate is clearly below this reward (C++ rounds, a
+    KernelBench round's calls)."""
     kind = kind_of(task)
     chosen = with_overrides(EvalSettings, settings, overrides)
     prepared = kind.prepare(task.name, chosen, rounds=rounds, compile_only=compile_only)

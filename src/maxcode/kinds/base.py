@@ -33,7 +33,8 @@ class Occasion:
     compile_only: bool = False
     """KernelBench: build the candidate's extensions and run nothing."""
     precision: float | None = None
-    """C++: the interval to time to, as a share of the estimate (None: by ``reported``)."""
+    """C++, KernelBench: the interval to time to, as a share of the estimate (None: by
+    ``reported``)."""
     bar: float | None = None
     """A search's screen: the reward below which a candidate cannot be kept; its timing stops
     once its interval lies wholly below (None: time to the full precision)."""
@@ -57,6 +58,9 @@ class Kind(ABC):
     """The suffix of a written best program ("" for a folder)."""
     metrics: ClassVar[tuple[str, ...]] = ("wall", "instructions")
     """The costs a speedup can be measured in."""
+    eval_precision: ClassVar[float | None] = None
+    """``maxcode eval``'s interval by default, as a share of the estimate (None:
+    ``settings.EVAL_PRECISION``)."""
     in_folders: ClassVar[bool] = True
     """Whether a task folder's ``task.toml`` may name the kind (``load_folder``)."""
     needs: ClassVar[tuple[tuple[str, tuple[str, ...]], ...]] = ()

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 import sys
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,13 @@ from maxcode.kinds.load import load_task
 from maxcode.llm import NO_MODEL_MESSAGE, Budget, BudgetExhausted, LLMProvider, resolve_model
 from maxcode.search.config import SearchConfig
 from maxcode.search.critique import Critic, LLMCritic, TemplateCritic
-from maxcode.search.loop import Search, SearchOutcome, StepReport, verification_message
+from maxcode.search.loop import (
+    Search,
+    SearchOutcome,
+    StepReport,
+    StopRequested,
+    verification_message,
+)
 from maxcode.search.methods import make_method
 from maxcode.search.results import confirms, refutation, run_isolation, run_result
 from maxcode.search.value import make_value
@@ -225,8 +233,10 @@ async def _drive(
     store.update_run(run_id, status="running", message="")
     try:
         outcome = await _search(store, run_id, task, config, on_step, executor)
-    except (KeyboardInterrupt, asyncio.CancelledError):
+    except (KeyboardInterrupt, asyncio.CancelledError, StopRequested) as stopped:
         _end(store, run_id, *(finished or ("stopped", "interrupted; resume with --resume")))
+        if isinstance(stopped, StopRequested):
+            raise KeyboardInterrupt from None
         raise
     except BudgetExhausted as spent:
         _end(store, run_id, "stopped", f"{spent}; resume with --resume and a larger limit")
@@ -303,10 +313,11 @@ async def _search(
         value=value,
     )
     try:
-        if shared_executor is not None:
-            return await _run_and_verify(search)
-        async with executor:
-            return await _run_and_verify(search)
+        with _ctrl_c_stops(search):
+            if shared_executor is not None:
+                return await _run_and_verify(search)
+            async with executor:
+                return await _run_and_verify(search)
     finally:
         await policy.close()
         if critic_provider is not None:
@@ -316,6 +327,44 @@ async def _search(
 
             if isinstance(value, GenerativeModel):
                 await value.provider.close()
+
+
+@contextlib.contextmanager
+def _ctrl_c_stops(search: Search) -> Iterator[None]:
+    """A first Ctrl-C stops ``search`` once the work in flight has ended and been recorded,
+    saying what that is; a second stops at once. Only where Ctrl-C reaches this event loop
+    (its main thread, SIGINT not set aside by the embedding program)."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    handler = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or handler in (
+        signal.SIG_IGN,
+        None,
+    ):
+        yield
+        return
+
+    def interrupted() -> None:
+        if search.stop.is_set():  # the second: as Ctrl-C always did
+            loop.remove_signal_handler(signal.SIGINT)
+            if task is not None:
+                task.cancel()
+            return
+        search.stop.set()
+        waiting = search.waiting_for()
+        what = f"once the {waiting} in flight end" if waiting else "now"
+        print(
+            f"Ctrl-C: stopping {what}, keeping their results; Ctrl-C again stops at once",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    loop.add_signal_handler(signal.SIGINT, interrupted)
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        signal.signal(signal.SIGINT, handler)
 
 
 async def _run_and_verify(search: Search) -> SearchOutcome:

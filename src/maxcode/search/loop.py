@@ -14,10 +14,12 @@ only what was missing when the run stopped is done.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import re
+import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
@@ -204,6 +206,11 @@ async def _all(work: Iterable[Awaitable[T]]) -> list[T]:
     return cast(list[T], results)
 
 
+class StopRequested(Exception):
+    """The user asked the run to stop (a first Ctrl-C): raised between pieces of work, once
+    those in flight have ended and been recorded."""
+
+
 @dataclass
 class Search:
     """One run of the loop over a task."""
@@ -221,6 +228,10 @@ class Search:
     nodes: list[Node] = field(init=False)
     trace: list[float] = field(default_factory=list)
     evaluations: int = 0
+    stop: threading.Event = field(default_factory=threading.Event)
+    """Set to stop the run once the work in flight has ended (``stopping``)."""
+    in_flight: dict[str, int] = field(default_factory=lambda: {"evaluation": 0, "model call": 0})
+    """The evaluations and model calls running now."""
     _by_key: dict[str, Node] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -237,6 +248,7 @@ class Search:
         early = ""
         improved_at, best_so_far = 0, best_node(self.nodes).reward
         for step in range(1, steps + 1):
+            self._stop_if_asked()
             expansions = self.method.expansions(step, self.nodes)
             if not expansions:
                 break
@@ -331,9 +343,32 @@ class Search:
                 node.cut_at = answer.cut_at[offset]
                 node.selected = offset in chosen
                 new_nodes.append(node)
+        self._stop_if_asked()
         await self._evaluate(new_nodes)
+        self._stop_if_asked()
         await self._critique(new_nodes)
         return len(new_nodes)
+
+    def _stop_if_asked(self) -> None:
+        if self.stop.is_set():
+            raise StopRequested
+
+    def waiting_for(self) -> str:
+        """The work in flight, in words (``3 evaluations and 1 model call``; "" for none)."""
+        said = [
+            f"{count} {what}{'s' if count > 1 else ''}"
+            for what, count in self.in_flight.items()
+            if count
+        ]
+        return " and ".join(said)
+
+    @contextlib.contextmanager
+    def _running(self, what: str) -> Iterator[None]:
+        self.in_flight[what] += 1
+        try:
+            yield
+        finally:
+            self.in_flight[what] -= 1
 
     # --- proposing -----------------------------------------------------------------------
 
@@ -428,7 +463,8 @@ class Search:
             purpose=purpose,
             options=options,
         )
-        completions = await self.policy.generate(request)
+        with self._running("model call"):
+            completions = await self.policy.generate(request)
         limit = request.max_tokens
         return _Answers(
             [completion.text for completion in completions],
@@ -535,9 +571,11 @@ class Search:
             assert node.source is not None
             feedback = done.get(node.node_id)
             if feedback is None:
+                self._stop_if_asked()
                 # Timed as a reported number: for KernelBench, rounds of fresh workers.
                 job = self._job(node.source, profile=False, reported=True)
-                feedback = await self.executor.evaluate(job)
+                with self._running("evaluation"):
+                    feedback = await self.executor.evaluate(job)
                 self.store.put_verification(self.run_id, node.node_id, feedback)
             checked.append(Verification.of(node, feedback))
             if confirms(feedback):
@@ -550,9 +588,10 @@ class Search:
             return recorded
         assert node.source is not None
         started = time.perf_counter()
-        feedback = self._oversized(node.source) or await self.executor.evaluate(
-            self._job(node.source)
-        )
+        with self._running("evaluation"):
+            feedback = self._oversized(node.source) or await self.executor.evaluate(
+                self._job(node.source)
+            )
         digest = hashlib.sha256(node.source.encode()).hexdigest()
         self.store.put_evaluation(self.run_id, key, digest, feedback, time.perf_counter() - started)
         return feedback
@@ -596,7 +635,8 @@ class Search:
         if recorded is not None:
             return recorded
         try:
-            text = await self.critic.critique(self.task, node, f"critic:{node.node_id}")
+            with self._running("model call"):
+                text = await self.critic.critique(self.task, node, f"critic:{node.node_id}")
         except LLMRequestError as error:
             if not context_refusal(error):
                 raise

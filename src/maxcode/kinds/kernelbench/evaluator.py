@@ -27,6 +27,7 @@ from maxcode.harness.turns import cpu_turn, timing_cpu
 from maxcode.kinds.kernelbench import ncu, roofline, rounds
 from maxcode.kinds.kernelbench.backends import check_device
 from maxcode.kinds.kernelbench.evidence import Ran
+from maxcode.kinds.kernelbench.headers import include_folder
 from maxcode.kinds.kernelbench.judge import Judge, check_reference
 from maxcode.kinds.kernelbench.listener import Conversation
 from maxcode.kinds.kernelbench.outputs import Comparer
@@ -61,7 +62,10 @@ def build_kernelbench(
     sandbox = sandbox or Sandbox()
     job = Job.write(task, candidate)
     try:
-        runner = WorkerRunner(sandbox, task, settings, job.folder, worker_paths(), None)
+        headers = include_folder(candidate)
+        runner = WorkerRunner(
+            sandbox, task, settings, job.folder, worker_paths(), None, headers=headers
+        )
         built = runner.run("build", job.spec(task, settings), cache_folder("cand", candidate))
     finally:
         job.remove()
@@ -104,9 +108,10 @@ def evaluate_kernelbench(
         other = rescaled(task, settings.check_scale)  # before anything runs: a bad scale fails
     wanted = 1 if settings.compile_only else settings.rounds
     timed = settings.timed and not settings.compile_only
-    tally = rounds.Tally(wanted, settings.round_cap if timed else wanted)
+    tally = rounds.Tally(wanted, settings.round_cap if timed else wanted, settings.precision)
     later = replace(settings, compile_baseline=False, profile=False)
-    machine = _Machine(sandbox, pinned, paths, torch)
+    headers = None if settings.compile_only else include_folder(candidate)
+    machine = _Machine(sandbox, pinned, paths, torch, headers)
     pair = None
     try:
         while tally.more():
@@ -114,7 +119,7 @@ def evaluate_kernelbench(
                 if pair is not None:
                     pair.close()
                     pair = None
-                pair = Zygotes.start(task, candidate, settings, sandbox, pinned, paths)
+                pair = Zygotes.start(task, candidate, settings, sandbox, pinned, paths, headers)
             # Baselines and profiles in the first round the verdict keeps, not one set aside.
             chosen = later if tally.done else settings
             tally.add(_one_round(task, candidate, chosen, machine, pair))
@@ -147,6 +152,8 @@ class _Machine:
     cpu: int | None
     paths: list[Path]
     torch: Any
+    headers: Path | None = None
+    """The precompiled torch headers for the candidate's builds (``headers.include_folder``)."""
 
 
 def _at_other_shapes(
@@ -187,7 +194,14 @@ def _one_round(
     try:
         sandbox, torch = machine.sandbox, machine.torch
         runner = WorkerRunner(
-            sandbox, task, settings, job.folder, machine.paths, machine.cpu, job.seeds.layout
+            sandbox,
+            task,
+            settings,
+            job.folder,
+            machine.paths,
+            machine.cpu,
+            job.seeds.layout,
+            machine.headers,
         )
         if settings.compile_only:
             judge = Judge.start(torch, task, settings, digest, sandbox)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from maxcode.kinds.base import Kind, Occasion
+from maxcode.kinds.kernelbench.rounds import REPORTED_PRECISION
 from maxcode.types import KernelBenchDetails
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ class KernelBenchKind(Kind):
     language = "python"
     extension = ".py"
     metrics = ("wall",)
+    eval_precision = REPORTED_PRECISION
     in_folders = False  # a problem is its .py file (``tasks.kernelbench``)
 
     def device(self, requested: str) -> str:
@@ -56,6 +58,7 @@ class KernelBenchKind(Kind):
             rounds=occasion.rounds,
             compile_only=occasion.compile_only,
             bar=occasion.bar,
+            precision=occasion.precision,
         )
         problem = _problem(task)
         return evaluate_kernelbench(

@@ -71,7 +71,11 @@ class KernelBenchSettings:
     rounds: int = 1
     """Timing windows, each with a fresh pair of workers (``rounds``)."""
     most_rounds: int | None = None
-    """Rounds may go on up to this many while they scatter; None: exactly ``rounds``."""
+    """Rounds may go on up to this many while their interval is wide; None: exactly
+    ``rounds``."""
+    precision: float | None = None
+    """How narrow rounds added past ``rounds`` make the interval, as a share of the estimate
+    (None: ``rounds.REPORTED_PRECISION``)."""
     check_scale: float | None = None
     """Also check a correct candidate, untimed, at shapes scaled by this (``shapes``)."""
     check_only: bool = False
@@ -88,6 +92,7 @@ class KernelBenchSettings:
         rounds: int | None = None,
         compile_only: bool = False,
         bar: float | None = None,
+        precision: float | None = None,
     ) -> KernelBenchSettings:
         """One evaluation's settings from the user's: a screen runs one round; a reported
         number ``rounds``, else ``rounds.reported_rounds``."""
@@ -108,6 +113,7 @@ class KernelBenchSettings:
             backend=settings.backend,
             rounds=least,
             most_rounds=most,
+            precision=precision,
             check_scale=settings.check_scale,
             bar=bar,
         )

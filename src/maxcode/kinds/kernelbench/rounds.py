@@ -4,7 +4,9 @@ processes, combined into one speedup (``combine``).
 Pairing chunks cancels a load that drifts, not a bias that lasts a whole worker process; only
 fresh processes (forked ones too: ``runner.Zygotes``) sample it, and ``r`` rounds divide it by
 the square root of ``r``. A search screens with one round; a reported number takes
-``REPORTED_ROUNDS``, more while they scatter (``scattered``), up to ``MOST_ROUNDS``. Every round
+``LEAST_ROUNDS`` and more until their combined interval is within ``REPORTED_PRECISION`` of
+the estimate (``wide``), up to ``MOST_ROUNDS``; exactly ``REPORTED_ROUNDS`` with a fixed
+number of calls. Every round
 is a whole evaluation; the first that is not clean is the verdict, except a void that fresh
 workers must confirm (``Tally``). Otherwise the speedup is the rounds' weighted geometric mean,
 an outlier set aside first (``set_aside``), with its interval from ``_estimate``. Baselines,
@@ -22,17 +24,22 @@ from maxcode.harness.stats import Z975, t_quantile
 from maxcode.home import positive_setting
 from maxcode.types import Feedback, RoundSpeedup
 
+LEAST_ROUNDS = 3
+"""The fewest rounds of a reported speedup timed adaptively: the fewest whose spread shows a
+round far off the others (``set_aside``)."""
+
 REPORTED_ROUNDS = 8
-"""The least rounds of a reported speedup (exactly these with ``--repeats``): more rounds
+"""The rounds of a reported speedup with a fixed number of calls (``--repeats``): more rounds
 narrow it where longer windows do not (``docs/measurements/kernelbench-notes.md``)."""
 
 MOST_ROUNDS = 24
-"""The most rounds of a reported evaluation timed adaptively, added past ``REPORTED_ROUNDS``
-while they scatter (``docs/measurements/kernelbench-notes.md``)."""
+"""The most rounds of a reported evaluation timed adaptively (``wide``)."""
 
-SCATTER = 0.005
-"""The standard error of the rounds' mean log speedup at which a reported evaluation stops
-adding rounds (read from their spread: their own intervals are several times wider)."""
+REPORTED_PRECISION = 0.03
+"""A reported speedup's rounds go on until its 95% interval is within this share of the
+estimate (``--precision`` sets it): +-3%. On a CPU a round's fresh processes differ by about
+2-3% (their memory layout, the load), so +-2% takes about twice the rounds; a cap reached first
+leaves the interval wider, as reported."""
 
 
 def reported_rounds(adaptive: bool) -> tuple[int, int | None]:
@@ -40,7 +47,7 @@ def reported_rounds(adaptive: bool) -> tuple[int, int | None]:
     exactly the least). ``MAXCODE_MOST_ROUNDS`` caps both (a wider interval, never a weaker
     check: every round is still a whole evaluation)."""
     cap = positive_setting("MAXCODE_MOST_ROUNDS", int, MOST_ROUNDS, "a whole number of rounds")
-    least = min(REPORTED_ROUNDS, cap)
+    least = min(LEAST_ROUNDS if adaptive else REPORTED_ROUNDS, cap)
     return least, (cap if adaptive else None)
 
 
@@ -68,13 +75,17 @@ def needs_confirming(feedback: Feedback) -> bool:
 
 class Tally:
     """The rounds of one evaluation as they come (``add``), until ``wanted`` are in (``most``
-    while they scatter) or one is not clean; then one verdict (``result``). A round void only
-    by ``CONFIRMED`` findings is held while fresh workers run one more: not clean again, it is
-    the verdict; clean, it is set aside with a ``rounds`` warning. Once per evaluation."""
+    while their interval is wider than ``precision``: ``wide``) or one is not clean; then one
+    verdict (``result``). A round void only by ``CONFIRMED`` findings is held while fresh
+    workers run one more: not clean again, it is the verdict; clean, it is set aside with a
+    ``rounds`` warning. Once per evaluation."""
 
-    def __init__(self, wanted: int, most: int | None = None) -> None:
+    def __init__(
+        self, wanted: int, most: int | None = None, precision: float | None = None
+    ) -> None:
         self.wanted = wanted
         self.most = wanted if most is None else most
+        self.precision = REPORTED_PRECISION if precision is None else precision
         self.done: list[Feedback] = []
         self.held: Feedback | None = None
         self.aside: list[tuple[int, Feedback]] = []
@@ -86,7 +97,7 @@ class Tally:
             return False
         if self.held is not None or len(self.done) < self.wanted:
             return True
-        return len(self.done) < self.most and scattered(self.done)
+        return len(self.done) < self.most and wide(self.done, self.precision)
 
     def add(self, feedback: Feedback) -> None:
         if self.held is not None:
@@ -176,13 +187,17 @@ def combine(rounds: list[Feedback]) -> Feedback:
     ).with_kernelbench(speedup_vs_compile=vs_compile, rounds=len(rounds), per_round=per_round)
 
 
-def scattered(rounds: list[Feedback]) -> bool:
-    """Whether clean ``rounds`` (less those ``set_aside``) scatter more than ``SCATTER``."""
+def wide(rounds: list[Feedback], precision: float) -> bool:
+    """Whether the interval clean ``rounds`` combine to (as ``combine`` reports it, those
+    ``set_aside`` left out) reaches further than ``precision`` from its estimate."""
     aside = set_aside(rounds)
-    logs = [math.log(done.speedup) for number, done in enumerate(rounds) if number not in aside]
-    if len(logs) < 2:
-        return False
-    return statistics.stdev(logs) / math.sqrt(len(logs)) > SCATTER
+    kept = [done for number, done in enumerate(rounds) if number not in aside]
+    if len(kept) < 2:
+        return True
+    centre, low, high = _estimate(kept)
+    return max(centre - math.log(max(low, 1e-12)), math.log(max(high, 1e-12)) - centre) > (
+        math.log1p(precision)
+    )
 
 
 def _median_call(done: Feedback, side: str) -> float | None:

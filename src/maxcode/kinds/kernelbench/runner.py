@@ -178,6 +178,8 @@ class WorkerRunner:
     cpu: int | None
     layout: int = 0
     """The round's layout seed (``Seeds.layout``), the same for all of its runs."""
+    headers: Path | None = None
+    """The precompiled torch headers the candidate's builds may use (``headers``)."""
 
     def run(
         self,
@@ -264,13 +266,17 @@ class WorkerRunner:
         cuda = self.settings.device == "cuda"
         argv = [*prefix, sys.executable, "-I", "-B", str(self.job / "harness" / "worker"), argument]
         environment = _environment(cache, workdir, self.layout)
+        seen = [self.job, *self.paths, *readonly]
+        if self.headers is not None:
+            environment["CPATH"] = str(self.headers)
+            seen.append(self.headers)
         late = self.pins_late()
         if late:
             environment["MAXCODE_CPU"] = str(self.cpu)
         return self.sandbox.run_batch(
             argv,
             [Run(workdir=workdir, aux_fd=aux)],
-            readonly=[self.job, *self.paths, *readonly],
+            readonly=seen,
             writable=[cache],
             limits=self.limits(wall_s),
             cpu=None if late else self.cpu,
@@ -494,11 +500,12 @@ class Zygotes:
         sandbox: Sandbox,
         cpu: int | None,
         paths: list[Path],
+        headers: Path | None = None,
     ) -> Zygotes:
         """Both zygotes, on ``cpu``, for the rounds one pair serves (``pair_wall_s``)."""
         job = Job.write(task, candidate)
         layout = Seeds.fresh().layout  # the evaluation's: the stack and torch's libraries
-        runner = WorkerRunner(sandbox, task, settings, job.folder, paths, cpu, layout)
+        runner = WorkerRunner(sandbox, task, settings, job.folder, paths, cpu, layout, headers)
         wall_s = pair_wall_s(task.timeout_s, settings)
         reference = Zygote(runner, "reference", cache_folder("ref", task.reference), wall_s)
         return cls(

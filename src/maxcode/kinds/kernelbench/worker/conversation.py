@@ -169,12 +169,31 @@ class TensorParcel:
         try:
             for fd, used in zip(self.fds, self.used):
                 os.ftruncate(fd, used)
-                fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+                _seal(fd, seals)
             channel.send({**message, "files": len(self.fds)}, self.fds)
         finally:
             for fd in self.fds:
                 os.close(fd)
             self.fds = []
+
+
+def _seal(fd: int, seals: int) -> None:
+    """Add ``seals`` to ``fd``. The kernel refuses a write seal (EBUSY) while any of the file's
+    pages is pinned, which compaction or migration does for a moment under memory pressure:
+    tried again for up to a second before the error stands."""
+    import errno
+    import fcntl
+    import time
+
+    for _ in range(100):
+        try:
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+            return
+        except OSError as error:
+            if error.errno != errno.EBUSY:
+                raise
+            time.sleep(0.01)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
 
 
 _STAGING_BYTES = 64 << 20

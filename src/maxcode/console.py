@@ -52,7 +52,10 @@ def print_summary(summary: Any) -> None:
     click.echo(
         f"best speedup {summary.best_speedup:.2f}x ({where}; timed: the low end of its 95% CI)"
     )
-    if summary.verified_speedup is not None:
+    if summary.verified_speedup is not None and not summary.verification:
+        # Nothing was judged again: no program was surely faster than the reference.
+        click.echo("result: the reference (no program was surely faster; none judged again)")
+    elif summary.verified_speedup is not None:
         confirmed = f"node {summary.verified_node}" if summary.verified_node else "the reference"
         interval = tuple(summary.verified_interval) if summary.verified_interval else None
         measured = interval_text(summary.verified_speedup, interval)

@@ -238,3 +238,23 @@ def test_llm_budget_stops_the_run_cleanly_with_everything_recorded(
     resumed = json.loads(again.stdout)
     assert resumed["status"] == "done" and resumed["llm_calls"] > 2
     assert len(resumed["trace"]) == 3
+
+
+def test_a_model_that_never_writes_code_does_not_claim_a_verification(tmp_path: Path) -> None:
+    """Answers without a program: nothing is evaluated or judged again, and the summary says
+    the reference stands without claiming it was judged again."""
+    fake = FakeLLMServer()
+    fake.responder = lambda body: Step(texts=["I would make it faster by thinking harder."])
+    try:
+        done = optimize(
+            str(TASK), "--model", "openai/gpt-4o-mini", "--base-url", fake.url,
+            "--depth", "2", "--candidates", "1", "--store", str(tmp_path / "r.db"),
+        )  # fmt: skip
+    finally:
+        fake.close()
+    assert done.returncode == 0, done.stderr
+    assert "result: the reference (no program was surely faster; none judged again)" in (
+        done.stdout
+    )
+    assert "verified:" not in done.stdout and "when judged again" not in done.stdout
+    assert "0 evaluations" in done.stdout

@@ -21,6 +21,8 @@ import ast
 import contextlib
 import fcntl
 import hashlib
+import importlib.metadata
+import importlib.util
 import os
 import re
 import shutil
@@ -128,10 +130,12 @@ class HeaderCache:
     """The precompiled headers of one g++ and one torch installation, one per flag set."""
 
     def __init__(self, compiler: str) -> None:
-        import torch
-
         self.compiler = os.path.realpath(compiler)
-        torch_root = Path(torch.__file__).parent
+        # Found, not imported: the parent of a CPU evaluation does without torch.
+        spec = importlib.util.find_spec("torch")
+        if spec is None or spec.origin is None:
+            raise ImportError("torch is not installed")
+        torch_root = Path(spec.origin).parent
         self.includes = [
             str(torch_root / "include"),
             str(torch_root / "include" / "torch" / "csrc" / "api" / "include"),
@@ -140,7 +144,8 @@ class HeaderCache:
         version = subprocess.run(
             [self.compiler, "--version"], capture_output=True, text=True, check=False
         ).stdout
-        identity = "\0".join([self.compiler, version, torch.__version__, *self.includes])
+        torch_version = importlib.metadata.version("torch")
+        identity = "\0".join([self.compiler, version, torch_version, *self.includes])
         key = hashlib.sha256(identity.encode()).hexdigest()[:16]
         chosen = os.environ.get("MAXCODE_HEADER_CACHE")
         kept = Path(chosen) if chosen else cache_dir("kernelbench")
@@ -159,11 +164,12 @@ class HeaderCache:
         """Whether a header for ``extra`` is there, built now if not (False: it failed)."""
         name = hashlib.sha256("\0".join(extra).encode()).hexdigest()[:16] + ".gch"
         target = self.variants / name
-        if target.is_file():
+        if target.is_file() and (self.folder / "torch" / "extension.h").is_file():
             os.utime(target)  # recently used: kept by ``_evict``
             return True
         self.variants.mkdir(parents=True, exist_ok=True, mode=0o755)
         with _locked(self.folder / ".lock"):
+            self._forward()
             if target.is_file():
                 return True
             partial = self.folder / f".{name}.partial"
@@ -187,6 +193,18 @@ class HeaderCache:
         for folder in (self.folder, self.folder / "torch", self.variants):
             os.chmod(folder, 0o755)
         return True
+
+    def _forward(self) -> None:
+        """``torch/extension.h`` beside the precompiled ones, naming torch's own: where g++
+        finds a ``.gch`` it cannot use (other flags, or a second ``#include`` of the header, as
+        many candidates write), it reads the header of that folder, which then hands over to
+        the next folder on the path."""
+        forward = self.folder / "torch" / "extension.h"
+        if not forward.is_file():
+            partial = forward.with_suffix(".partial")
+            partial.write_text("#include_next <torch/extension.h>\n", encoding="utf-8")
+            os.chmod(partial, 0o644)
+            os.replace(partial, forward)
 
     def _evict(self, keep: int) -> None:
         present = sorted(self.variants.glob("*.gch"), key=lambda path: path.stat().st_mtime)

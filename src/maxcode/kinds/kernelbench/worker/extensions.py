@@ -68,6 +68,37 @@ def light_cuda_builds() -> None:
     extension.load_inline = load_inline
 
 
+_HEADER_FAULTS = ("internal compiler error", "precompiled header", "PCH file", ".gch")
+"""What g++ says when the precompiled header itself fails it (not the candidate's code)."""
+
+
+def header_fallback() -> None:
+    """A ``load_inline`` build on torch's precompiled header (``CPATH``: the harness's
+    ``headers``) that g++ fails on the header itself (an internal compiler error, a
+    precompiled header it cannot read) builds again without it: the cache never fails a
+    candidate."""
+    if not os.environ.get("CPATH"):
+        return
+    import torch.utils.cpp_extension as extension
+
+    original = extension.load_inline
+
+    def load_inline(*args: Any, **options: Any) -> Any:
+        try:
+            return original(*args, **options)
+        except Exception as error:
+            said = str(error)
+            if not os.environ.get("CPATH") or not any(f in said for f in _HEADER_FAULTS):
+                raise
+            del os.environ["CPATH"]
+            # Forgotten, so that torch builds it again under the same name.
+            name = options.get("name", args[0] if args else None)
+            extension.JIT_EXTENSION_VERSIONER.entries.pop(name, None)
+            return original(*args, **options)
+
+    extension.load_inline = load_inline
+
+
 # What torch's own CUDA extension builds pass to nvcc.
 _NVCC_FLAGS = [
     "-D__CUDA_NO_HALF_OPERATORS__",

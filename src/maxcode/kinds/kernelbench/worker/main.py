@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .conversation import Channel, Failure, TensorParcel, perf_counter, staging
-from .extensions import compile_check, light_cuda_builds, load_module
+from .extensions import compile_check, header_fallback, light_cuda_builds, load_module
 from .launches import LaunchCounter
 from .layout import pin
 from .probes import forward_profile, forward_under_nvtx, roofline
@@ -108,6 +108,7 @@ def _load_candidate(spec: WorkerSpec, device: Any) -> Any:
     """The candidate's ``ModelNew``, its import the build of its extensions (None: ``build``)."""
     if device.type == "cuda":
         light_cuda_builds()
+    header_fallback()
     try:
         candidate = load_module("maxcode_candidate", spec.candidate, spec.overrides)
     except SyntaxError as error:

@@ -1,0 +1,158 @@
+"""What a KernelBench evaluation costs on this machine, old way and new way side by side.
+
+Three figures, each measured both ways in this one run (on the CPU, through the real harness):
+
+- **build**: a new C++ extension candidate (``tests/fixtures/kernelbench/<problem>/cpu.py``,
+  which includes ``torch/extension.h`` as a model's candidates do, made new with a comment) is
+  built by ``prebuild_task``, without (``MAXCODE_HEADER_CACHE=0``) and with torch's precompiled
+  header (``kinds.kernelbench.headers``), that header built first and its seconds printed once;
+- **reported**: ``maxcode eval``'s number for the identical candidate (``class
+  ModelNew(Model): pass``): ``rounds.REPORTED_ROUNDS`` fixed rounds, as before, against rounds
+  until the interval is within ``rounds.REPORTED_PRECISION``; its seconds, rounds, speedup;
+- **search**: an offline search (``--model rules``, two steps) of the problem, its seconds and
+  evaluations, with the header cache off and on.
+
+Each row gives the medians over ``--trials`` and the ratio old/new. Run it on an idle machine.
+
+    python benchmarks/kernelbench_speed.py [--problem 2_SumReduction] [--trials 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from maxcode.kinds import evaluate_task, prebuild_task
+from maxcode.kinds.kernelbench import rounds
+from maxcode.kinds.kernelbench.headers import include_folder
+from maxcode.kinds.load import load_task
+
+REPO = Path(__file__).resolve().parent.parent
+MAXCODE = (sys.executable, "-c", "from maxcode.cli import run_cli; run_cli()")
+T = TypeVar("T")
+
+
+def timed(work: Callable[[], T]) -> tuple[float, T]:
+    started = time.perf_counter()
+    result = work()
+    return time.perf_counter() - started, result
+
+
+def with_headers(on: bool) -> dict[str, str]:
+    """The environment's header setting for one way (off: ``0``; on: the default folder)."""
+    if on:
+        os.environ.pop("MAXCODE_HEADER_CACHE", None)
+    else:
+        os.environ["MAXCODE_HEADER_CACHE"] = "0"
+    return dict(os.environ)
+
+
+def row(name: str, old: list[float], new: list[float], unit: str, note: str = "") -> None:
+    before, after = statistics.median(old), statistics.median(new)
+    ratio = before / after if after else float("nan")
+    print(f"{name:<34} {before:>9.2f} {after:>9.2f} {ratio:>7.2f}x  {unit} {note}".rstrip())
+
+
+def builds(problem: str, trials: int) -> None:
+    task = load_task(str(REPO / "examples" / "kernelbench" / f"{problem}.py"))
+    fixture = REPO / "tests" / "fixtures" / "kernelbench" / problem / "cpu.py"
+    source = fixture.read_text()
+
+    def fresh() -> str:
+        return f"{source}\n# {secrets.token_hex(8)}\n"
+
+    with_headers(True)
+    header_s, folder = timed(lambda: include_folder(source))
+    print(f"torch's header for this candidate's flags: {header_s:.1f} s (once; {folder})")
+    old: list[float] = []
+    new: list[float] = []
+    for _ in range(trials):
+        for on, kept in ((False, old), (True, new)):
+            with_headers(on)
+            seconds, failed = timed(lambda: prebuild_task(task, fresh(), device="cpu"))
+            if failed is not None:
+                raise SystemExit(f"the build failed: {failed}")
+            kept.append(seconds)
+    row("build of a new C++ candidate", old, new, "s")
+
+
+def reported(problem: str, trials: int) -> None:
+    task = load_task(str(REPO / "examples" / "kernelbench" / f"{problem}.py"))
+    identical = task.reference + "\n\nclass ModelNew(Model):\n    pass\n"
+    evaluate_task(task, identical, rounds=1)  # the roofline, caches: not measured
+    ways: dict[str, tuple[list[float], list[int], list[float]]] = {
+        "old": ([], [], []),
+        "new": ([], [], []),
+    }
+    for _ in range(trials):
+        for way, count in (("old", rounds.REPORTED_ROUNDS), ("new", None)):
+            seconds, feedback = timed(
+                functools.partial(evaluate_task, task, identical, rounds=count, reported=True)
+            )
+            walls, taken, speedups = ways[way]
+            walls.append(seconds)
+            taken.append(feedback.kernelbench.rounds if feedback.kernelbench else 0)
+            speedups.append(feedback.speedup)
+    for way, (_, taken, speedups) in ways.items():
+        print(
+            f"  {way}: rounds {min(taken)}-{max(taken)}, identical candidate's speedups "
+            f"{min(speedups):.3f}-{max(speedups):.3f}"
+        )
+    row(
+        "reported eval, identical candidate",
+        ways["old"][0],
+        ways["new"][0],
+        "s",
+        f"({rounds.REPORTED_ROUNDS} rounds vs within +-{rounds.REPORTED_PRECISION:.0%})",
+    )
+
+
+def searches(problem: str, trials: int) -> None:
+    old: list[float] = []
+    new: list[float] = []
+    for _ in range(trials):
+        for on, kept in ((False, old), (True, new)):
+            environment = with_headers(on)
+            with tempfile.TemporaryDirectory() as scratch:
+                command = [
+                    *MAXCODE, "optimize", str(REPO / "examples" / "kernelbench" / f"{problem}.py"),
+                    "--model", "rules", "--depth", "2", "--device", "cpu",
+                    "--store", str(Path(scratch) / "runs.db"), "--json",
+                ]  # fmt: skip
+                run = functools.partial(
+                    subprocess.run, command, capture_output=True, text=True, env=environment
+                )
+                seconds, done = timed(run)
+            if done.returncode != 0:
+                raise SystemExit(f"the search failed: {done.stderr.strip()[-500:]}")
+            kept.append(seconds)
+    row("offline search (rules, 2 steps)", old, new, "s", "(header cache off vs on)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problem", default="2_SumReduction")
+    parser.add_argument("--trials", type=int, default=2)
+    parser.add_argument("--only", choices=["build", "reported", "search"])
+    options = parser.parse_args()
+    print(f"{'figure':<34} {'old':>9} {'new':>9} {'ratio':>8}")
+    if options.only in (None, "build"):
+        builds(options.problem, options.trials)
+    if options.only in (None, "reported"):
+        reported(options.problem, options.trials)
+    if options.only in (None, "search"):
+        searches(options.problem, options.trials)
+
+
+if __name__ == "__main__":
+    main()

@@ -235,3 +235,29 @@ def test_a_problem_that_does_not_run_at_scale_names_the_scaling(tmp_path: Path) 
     assert "the problem does not run at scale 0.1: RuntimeError: shape" in message
     assert "dim 4096->512" in message and "maxcode: keep" in message
     assert "Traceback" not in done.stderr
+
+
+def test_a_broken_problem_run_at_scale_is_blamed_on_itself(tmp_path: Path) -> None:
+    """An error no size causes (a name the reference misspells) is the problem's own: the
+    message says it fails at any scale, and does not point at the scaling."""
+    pytest.importorskip("torch")
+    from tests.helpers import run_maxcode
+
+    problem = tmp_path / "6_Broken.py"
+    problem.write_text(
+        "import torch\n\n\nclass Model(torch.nn.Module):\n"
+        "    def forward(self, x):\n        return x.no_such_method()\n\n\n"
+        "batch_size = 16\ndim = 512\n\n\n"
+        "def get_inputs():\n    return [torch.rand(batch_size, dim)]\n\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    candidate = tmp_path / "candidate.py"
+    candidate.write_text(problem.read_text() + "\n\nclass ModelNew(Model):\n    pass\n")
+    done = run_maxcode(
+        "eval", str(problem), str(candidate), "--scale", "0.5", "--no-compile-baseline"
+    )
+    assert done.returncode == 2, done.stderr
+    message = done.stderr.strip().splitlines()[-1]
+    assert "the reference does not run (at any scale): AttributeError" in message
+    assert "scale 0.5" not in message and "maxcode: keep" not in message
+    assert "Traceback" not in done.stderr

@@ -45,12 +45,29 @@ def scaled_constants(source: str, scale: float) -> dict[str, int]:
     return scale_problem(source, scale).overrides
 
 
+SIZE_BLIND_ERRORS = (
+    "AttributeError",
+    "NameError",
+    "UnboundLocalError",
+    "ImportError",
+    "ModuleNotFoundError",
+    "SyntaxError",
+    "IndentationError",
+    "NotImplementedError",
+)
+"""Exceptions whose cause is the code, never the sizes: a reference failing with one is broken
+whatever ``--scale`` did."""
+
+
 def reference_failure(task: Task, why: str) -> str:
     """The one-line error of a reference that does not run, naming the scaling when the task
-    was scaled (the likely cause, and the override that undoes it)."""
+    was scaled and sizes may be the cause (with the override that undoes it)."""
     scaling = task.scaling if isinstance(task, KernelBenchTask) else None
     if scaling is None or scaling.scale == 1.0:
         return f"{task.origin}: the reference does not run: {why}"
+    if why.startswith(SIZE_BLIND_ERRORS):
+        # Errors no size causes: the problem's own, at any scale.
+        return f"{task.origin}: the reference does not run (at any scale): {why}"
     return (
         f"{task.origin}: the problem does not run at scale {scaling.scale:g}: {why} "
         f"({scaling.note()}; a '# maxcode: keep NAME' comment in the problem keeps a constant)"

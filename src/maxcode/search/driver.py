@@ -329,42 +329,67 @@ async def _search(
                 await value.provider.close()
 
 
-@contextlib.contextmanager
-def _ctrl_c_stops(search: Search) -> Iterator[None]:
-    """A first Ctrl-C stops ``search`` once the work in flight has ended and been recorded,
-    saying what that is; a second stops at once. Only where Ctrl-C reaches this event loop
-    (its main thread, SIGINT not set aside by the embedding program)."""
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    handler = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is not threading.main_thread() or handler in (
-        signal.SIG_IGN,
-        None,
-    ):
-        yield
-        return
+@dataclass
+class _CtrlC:
+    """Ctrl-C for the searches one event loop runs (a bench may run several at once)."""
 
-    def interrupted() -> None:
-        if search.stop.is_set():  # the second: as Ctrl-C always did
-            loop.remove_signal_handler(signal.SIGINT)
-            if task is not None:
-                task.cancel()
+    loop: asyncio.AbstractEventLoop
+    handler: Any
+    """SIGINT's handler before the first search began, restored after the last."""
+    searches: list[tuple[Search, asyncio.Task[Any] | None]]
+
+    def interrupted(self) -> None:
+        """The first Ctrl-C stops the searches once the work in flight has ended, saying
+        what that is; the second cancels them, as Ctrl-C always did."""
+        if any(search.stop.is_set() for search, _ in self.searches):
+            self.loop.remove_signal_handler(signal.SIGINT)
+            for _, task in self.searches:
+                if task is not None:
+                    task.cancel()
             return
-        search.stop.set()
-        waiting = search.waiting_for()
-        what = f"once the {waiting} in flight end" if waiting else "now"
+        waiting = []
+        for search, _ in self.searches:
+            search.stop.set()
+            waiting.append(search.waiting_for())
+        said = " and ".join(text for text in waiting if text)
+        what = f"once the {said} in flight end" if said else "now"
         print(
             f"Ctrl-C: stopping {what}, keeping their results; Ctrl-C again stops at once",
             file=sys.stderr,
             flush=True,
         )
 
-    loop.add_signal_handler(signal.SIGINT, interrupted)
+
+_CTRL_C: dict[asyncio.AbstractEventLoop, _CtrlC] = {}
+
+
+@contextlib.contextmanager
+def _ctrl_c_stops(search: Search) -> Iterator[None]:
+    """A first Ctrl-C stops ``search`` once the work in flight has ended and been recorded
+    (``_CtrlC``). Only where Ctrl-C reaches this event loop: its main thread, SIGINT not set
+    aside by the embedding program."""
+    loop = asyncio.get_running_loop()
+    entry = (search, asyncio.current_task())
+    ctrl_c = _CTRL_C.get(loop)
+    if ctrl_c is None:
+        handler = signal.getsignal(signal.SIGINT)
+        if threading.current_thread() is not threading.main_thread() or handler in (
+            signal.SIG_IGN,
+            None,
+        ):
+            yield
+            return
+        ctrl_c = _CTRL_C[loop] = _CtrlC(loop, handler, [])
+        loop.add_signal_handler(signal.SIGINT, ctrl_c.interrupted)
+    ctrl_c.searches.append(entry)
     try:
         yield
     finally:
-        loop.remove_signal_handler(signal.SIGINT)
-        signal.signal(signal.SIGINT, handler)
+        ctrl_c.searches.remove(entry)
+        if not ctrl_c.searches:
+            del _CTRL_C[loop]
+            loop.remove_signal_handler(signal.SIGINT)
+            signal.signal(signal.SIGINT, ctrl_c.handler)
 
 
 async def _run_and_verify(search: Search) -> SearchOutcome:

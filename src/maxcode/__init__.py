@@ -1,8 +1,8 @@
 """maxcode: make programs faster by LLM search guided by execution feedback.
 
-``maxcode.evaluate``, ``maxcode.optimize``, ``maxcode.bench`` and ``maxcode.load_task`` are
-the commands as functions (``maxcode.api``); the records they take and return load on first
-use, so ``import maxcode`` stays light."""
+``maxcode.evaluate``, ``maxcode.optimize``, ``maxcode.bench``, ``maxcode.regions`` and
+``maxcode.load_task`` are the commands as functions (``maxcode.api``); the records they take
+and return load on first use, so ``import maxcode`` stays light."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from maxcode.api import bench, evaluate, load_task, optimize
+    from maxcode.api import bench, evaluate, load_task, optimize, regions
     from maxcode.errors import MaxcodeError
     from maxcode.harness.settings import EvalRequest, EvalSettings
     from maxcode.search.config import SearchConfig
@@ -25,6 +25,7 @@ _WHERE = {
     "evaluate": "maxcode.api",
     "load_task": "maxcode.api",
     "optimize": "maxcode.api",
+    "regions": "maxcode.api",
     "MaxcodeError": "maxcode.errors",
     "EvalRequest": "maxcode.harness.settings",
     "EvalSettings": "maxcode.harness.settings",
@@ -47,6 +48,7 @@ __all__ = [
     "evaluate",
     "load_task",
     "optimize",
+    "regions",
 ]
 
 

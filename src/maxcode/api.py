@@ -23,6 +23,7 @@ from maxcode.errors import MaxcodeError, RunInterrupted
 
 if TYPE_CHECKING:
     from maxcode.harness.settings import EvalRequest
+    from maxcode.regions import Regions
     from maxcode.search.driver import RunSummary
     from maxcode.search.loop import StepReport
     from maxcode.tasks import Task
@@ -215,3 +216,23 @@ def bench(
     except KeyboardInterrupt:
         raise RunInterrupted(resume, "bench") from None
     return bench_json(runs, resume)
+
+
+def regions(
+    model: str | Path,
+    *,
+    device: str = "cpu",
+    scale: float = 1.0,
+    repeats: int = 10,
+    out: str | Path | None = None,
+) -> Regions:
+    """``maxcode regions``: ``model``'s forward cut into regions (``maxcode.regions``), ranked
+    by their share of its time; with ``out``, each region written there as a KernelBench
+    problem (``Region.written``: its path, or why it could not be)."""
+    from maxcode.regions import find_regions, write_region
+
+    found = find_regions(model, scale=scale, device=device, repeats=repeats)
+    if out is not None:
+        for rank, region in enumerate(found.regions, 1):
+            region.written = write_region(found, region, Path(out), rank)
+    return found

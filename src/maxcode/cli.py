@@ -470,5 +470,41 @@ def runs_command(store_path: Path | None, as_json: bool) -> None:
     console.print_runs(rows)
 
 
+@main.command("regions")
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option(
+    "--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+    help="Where the forward runs.",
+)  # fmt: skip
+@click.option(
+    "--scale", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True,
+    help="Factor for the model's sizes, hyper-parameters kept (as maxcode eval --scale).",
+)  # fmt: skip
+@click.option(
+    "--repeats", type=click.IntRange(1), default=10, show_default=True,
+    help="Timed forwards; each module's time is its median over them.",
+)  # fmt: skip
+@click.option(
+    "--out", "out", type=click.Path(path_type=Path),
+    help="Write each region as a KernelBench problem file in this folder.",
+)  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def regions_command(
+    model: Path, device: str, scale: float, repeats: int, out: Path | None, as_json: bool
+) -> None:
+    """Where MODEL's forward spends its time, in regions a kernel could replace.
+
+    MODEL is a KernelBench-format file (Model, get_inputs, get_init_inputs). Each region is a
+    module: its share of the forward, the model's bound if it cost nothing, its operators and
+    shapes. With --out, each becomes a problem file maxcode eval and optimize take."""
+    from maxcode.api import regions
+
+    found = regions(model, device=device, scale=scale, repeats=repeats, out=out)
+    if as_json:
+        click.echo(json.dumps(found.as_json()))
+        return
+    console.print_regions(found)
+
+
 if __name__ == "__main__":  # pragma: no cover
     run_cli()

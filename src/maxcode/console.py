@@ -242,3 +242,58 @@ def unit(metric: str) -> Callable[[float], str]:
     if metric == "wall":
         return lambda seconds: f"{seconds * 1000:.1f} ms"
     return lambda count: f"{count:,.0f} Ir"
+
+
+REGIONS_SHOWN_FROM = 0.005
+"""The table lists the regions that take at least this share of the forward."""
+
+
+def print_regions(found: Any) -> None:
+    """A model's regions (``maxcode.regions.Regions``) as a table on stdout, ranked."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{found.problem.name}: forward {found.forward_s * 1e3:.1f} ms")
+    for column in ("#", "region", "module", "×", "share", "bound", "operators", "shapes"):
+        table.add_column(
+            column,
+            justify="left" if column in ("region", "module", "operators", "shapes") else "right",
+        )
+    shown_regions = [
+        region for region in found.regions if region.share >= REGIONS_SHOWN_FROM
+    ] or found.regions[:1]
+    for rank, region in enumerate(shown_regions, 1):
+        shown = region.as_json()
+        operators = ", ".join(shown["operators"][:4])
+        inputs = " ".join(_shape(value) for value in shown["inputs"])
+        outputs = " ".join(_shape(value) for value in shown["outputs"])
+        table.add_row(
+            str(rank),
+            region.name,
+            region.module.type,
+            str(1 + len(region.alike)),
+            f"{100 * region.share:.1f}%",
+            "-" if region.bound is None else f"{region.bound:.2f}x",
+            operators,
+            f"{inputs} -> {outputs}",
+        )
+    Console(width=160).print(table)
+    rest = found.regions[len(shown_regions) :]
+    if rest:
+        click.echo(
+            f"{len(rest)} more regions under {REGIONS_SHOWN_FROM:.1%} each "
+            f"({100 * sum(region.share for region in rest):.1f}% in all; --json lists them)"
+        )
+    click.echo(f"outside any region: {100 * found.outside:.1f}% of the forward")
+    for rank, region in enumerate(found.regions, 1):
+        if region.written is not None:
+            click.echo(f"{rank}: {region.written}")
+
+
+def _shape(value: dict[str, Any]) -> str:
+    if "tensor" in value:
+        return "x".join(str(size) for size in value["tensor"]) or "scalar"
+    for sequence in ("tuple", "list"):
+        if sequence in value:
+            return "(" + " ".join(_shape(item) for item in value[sequence]) + ")"
+    return str(value.get("value", value.get("other", "?")))

@@ -120,7 +120,9 @@ def test_a_candidate_clearly_below_the_bar_is_decided_in_the_first_rounds(
     assert screened.reward < UNREACHABLE
 
 
-def test_eval_takes_a_precision_for_cpp_and_kernelbench_and_refuses_it_elsewhere(tmp_path: Path) -> None:
+def test_eval_takes_a_precision_for_cpp_and_kernelbench_and_refuses_it_elsewhere(
+    tmp_path: Path,
+) -> None:
     folder = write_task(tmp_path / "sum")
     candidate = tmp_path / "same.cpp"
     candidate.write_text(ECHO_SUM)
@@ -132,4 +134,5 @@ def test_eval_takes_a_precision_for_cpp_and_kernelbench_and_refuses_it_elsewhere
     folders = [path for path in project.iterdir() if (path / "task.toml").is_file()]
     refused = run_maxcode("eval", str(folders[0]), str(folders[0]), "--precision", "0.01")
     assert refused.returncode == 2
-    assert "--precision is for C++ and KernelBench tasks" in refused.stderr and "Traceback" not in refused.stderr
+    assert "--precision is for C++ and KernelBench tasks" in refused.stderr
+    assert "Traceback" not in refused.stderr

@@ -4,9 +4,11 @@ harness the candidate's code cannot reach. One evaluation, from its entry to its
 1. ``kind`` (``KernelBenchKind``) is the face the rest of maxcode calls. ``problem`` reads the
    problem file without running it, ``scaling`` scales its sizes (``--scale``), ``backends``
    checks that this machine serves the device and kernel language asked for.
-2. ``evaluator.evaluate_kernelbench`` runs the rounds (one to screen a search's candidate,
-   ``rounds.REPORTED_ROUNDS`` or more for a reported number) under the settings and constants
-   of ``parameters``; each round is ``evaluator._one_round``.
+2. ``evaluator.evaluate_kernelbench`` runs the rounds (one to screen a search's candidate;
+   for a reported number ``rounds.LEAST_ROUNDS`` and more until the interval is narrow) under
+   the settings and constants of ``parameters``; each round is ``evaluator._one_round``.
+   Before the first, ``headers`` has torch's header precompiled for the flags the
+   candidate's builds name, which its workers see read-only.
 3. A round starts from fresh secret seeds (``runner.Seeds``); the check and timed seeds stay in
    the parent until the worker may have them. ``runner`` writes the read-only job folder and
    runs the reference's and the candidate's sandboxed workers at once: each a run of the

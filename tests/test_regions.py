@@ -76,13 +76,18 @@ def test_each_region_is_written_as_a_problem_that_loads_and_draws_fresh_inputs(
     attention = load(next(path for path in written if path.stem.endswith("attention")))
     first, second = attention.get_inputs(), attention.get_inputs()
     assert first[0].shape == (4, 128, 512) and not first[0].equal(second[0])
-    region = attention.Model()
-    whole = attention._WHOLE_MODEL(*attention._WHOLE_INIT_INPUTS())
-    assert type(region.region).__name__ == "Attention"
-    # The region's weights are the whole model's as the probe built it (seed 0), not fresh ones.
-    assert not region.region.qkv.weight.equal(whole.attention.qkv.weight)
     import torch
 
+    (module,) = attention.get_init_inputs()  # the module itself, as the whole model built it
+    region = attention.Model(module)
+    assert type(module).__name__ == "Attention"
+    # Its weights are the whole model's as the probe built it (seed 0), whatever the seed now,
+    # and building it leaves the random state as it was.
+    torch.manual_seed(123)
+    state = torch.random.get_rng_state()
+    again = attention.get_init_inputs()[0]
+    assert torch.random.get_rng_state().equal(state) and again is not module
+    assert again.qkv.weight.equal(module.qkv.weight)
     torch.manual_seed(0)
     seeded = attention._WHOLE_MODEL(*attention._WHOLE_INIT_INPUTS())
     assert region.region.qkv.weight.equal(seeded.attention.qkv.weight)
@@ -106,9 +111,14 @@ def test_a_written_region_judges_its_own_reference_correct_at_about_one(
 def test_integer_inputs_are_drawn_in_the_range_the_forward_gave(tmp_path: Path) -> None:
     found = regions_json(str(MODELS / "embed_head.py"), "--out", str(tmp_path))
     embed = next(region for region in found["regions"] if region["name"] == "embed")
+    # The in-place ReLU returns its input's memory: no problem can be judged on that.
+    act = next(region for region in found["regions"] if region["name"] == "act")
+    assert "returns memory of its input" in act["not_written"] and "problem" not in act
     assert embed["inputs"][0]["dtype"] == "int64"
     assert 0 <= embed["inputs"][0]["low"] <= embed["inputs"][0]["high"] < 50
     problem = load(Path(embed["problem"]))
+    # Its region is taken from the whole model, whose __init__ calls super(Model, self).
+    assert type(problem.Model(*problem.get_init_inputs()).region).__name__ == "Embedding"
     drawn = [problem.get_inputs()[0] for _ in range(5)]
     assert all(int(tokens.min()) >= 0 and int(tokens.max()) < 50 for tokens in drawn)
     assert not drawn[0].equal(drawn[1])

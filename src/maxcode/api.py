@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from maxcode.errors import MaxcodeError, RunInterrupted
 
 if TYPE_CHECKING:
     from maxcode.harness.settings import EvalRequest
     from maxcode.regions import Regions
+    from maxcode.regions.search import ModelOutcome
     from maxcode.search.driver import RunSummary
     from maxcode.search.loop import StepReport
     from maxcode.tasks import Task
@@ -110,6 +111,7 @@ def evaluate(
     return feedback
 
 
+@overload
 def optimize(
     task: str | Path | None = None,
     *,
@@ -119,10 +121,44 @@ def optimize(
     store: str | Path | None = None,
     output: str | Path | None = None,
     maxcode: bool = False,
+    regions: None = None,
+    on_step: Callable[[StepReport], None] = ...,
+    say: Callable[[str], None] = ...,
+    **settings: Any,
+) -> RunSummary: ...
+
+
+@overload
+def optimize(
+    task: str | Path | None = None,
+    *,
+    resume: str | None = None,
+    model: str | None = None,
+    method: str | None = None,
+    store: str | Path | None = None,
+    output: str | Path | None = None,
+    maxcode: bool = False,
+    regions: int,
+    on_step: Callable[[StepReport], None] = ...,
+    say: Callable[[str], None] = ...,
+    **settings: Any,
+) -> ModelOutcome: ...
+
+
+def optimize(
+    task: str | Path | None = None,
+    *,
+    resume: str | None = None,
+    model: str | None = None,
+    method: str | None = None,
+    store: str | Path | None = None,
+    output: str | Path | None = None,
+    maxcode: bool = False,
+    regions: int | None = None,
     on_step: Callable[[StepReport], None] = lambda report: None,
     say: Callable[[str], None] = lambda line: None,
     **settings: Any,
-) -> RunSummary:
+) -> RunSummary | ModelOutcome:
     """``maxcode optimize``: search for a faster version of ``task``'s program and return the
     run's summary (the best program is written to ``output``, by default under
     ``MAXCODE_HOME``). ``model``: ``provider/model``, or ``rules`` (offline, no key, the
@@ -132,7 +168,17 @@ def optimize(
     ``candidates``, ``max_usd``, ``workers``, ...). The run is recorded: ``resume=RUN_ID``
     (``maxcode optimize --resume``) continues it if it stops, with only ``base_url``, the
     budgets (``max_usd``, ``max_llm_tokens``, ``max_llm_calls``) and ``request_timeout`` among
-    ``settings``."""
+    ``settings``.
+
+    ``regions=N``: ``task`` is a whole model (a KernelBench-format file); its top ``N``
+    regions are searched, one run each with these settings, and the model rebuilt from their
+    kernels is judged (``maxcode.regions.search``); returns a ``ModelOutcome``."""
+    if regions is not None:
+        if resume is not None or task is None:
+            raise MaxcodeError("--regions takes a MODEL file and does not resume (yet)")
+        return _optimize_regions(
+            task, regions, model, method, store, output, maxcode, on_step, say, settings
+        )
     from maxcode.kinds import check_timing_settings
     from maxcode.search.config import make_config, maxcode_variant
     from maxcode.search.driver import RESUMABLE_SETTINGS, new_run, run_search
@@ -173,6 +219,61 @@ def optimize(
         )
     except KeyboardInterrupt:
         raise RunInterrupted(resume) from None
+
+
+def _optimize_regions(
+    task: str | Path,
+    count: int,
+    model: str | None,
+    method: str | None,
+    store: str | Path | None,
+    output: str | Path | None,
+    maxcode: bool,
+    on_step: Callable[[StepReport], None],
+    say: Callable[[str], None],
+    settings: dict[str, Any],
+) -> ModelOutcome:
+    """``optimize(task, regions=count)``: the regions' searches share every setting but the
+    scale (a region's problem is written at the model's scale already)."""
+    import time
+
+    from maxcode.harness.settings import EvalRequest
+    from maxcode.home import maxcode_home
+    from maxcode.kinds.kernelbench.backends import resolve_device
+    from maxcode.regions.search import optimize_regions
+
+    if count < 1:
+        raise MaxcodeError("--regions: at least 1")
+    scale = float(settings.pop("scale", None) or 1.0)
+    device = resolve_device(str(settings.get("device") or "auto"))
+    judged = {
+        name: value
+        for name, value in settings.items()
+        if name in EvalRequest.model_fields and name not in ("repeats", "precision")
+    }
+    path = Path(task)
+    folder = maxcode_home() / "regions" / f"{path.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+    def search(problem: Path) -> RunSummary:
+        return optimize(
+            problem, model=model, method=method, store=store, maxcode=maxcode,
+            on_step=on_step, say=say, **settings,
+        )  # fmt: skip
+
+    def judge(source: str) -> Feedback:
+        return evaluate(path, source, scale=scale, **judged)
+
+    return optimize_regions(
+        path,
+        count,
+        folder=folder,
+        search=search,
+        judge=judge,
+        scale=scale,
+        device=device,
+        output=Path(output) if output is not None else None,
+        say=say,
+    )
 
 
 def bench(

@@ -200,6 +200,11 @@ def search_options(function: F) -> F:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Where to write the best program.",
 )
+@click.option(
+    "--regions", "regions", type=click.IntRange(min=1),
+    help="TASK is a whole model: search its top N regions (maxcode regions), one run each, "
+    "and judge the model with their kernels in place.",
+)  # fmt: skip
 @STORE_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 @click.pass_context
@@ -213,14 +218,39 @@ def optimize_command(
     resume_id: str | None,
     output: Path | None,
     store_path: Path | None,
+    regions: int | None,
     as_json: bool,
     **flags: Any,
 ) -> None:
-    """Search for a faster version of TASK's program."""
+    """Search for a faster version of TASK's program.
+
+    With --regions N, TASK is a whole model (a KernelBench-format file): its top N regions are
+    searched one after the other with these settings, each kernel surely faster alone is put
+    into the model and judged there, and the model with the kernels kept is judged against the
+    original; -o names the stitched model's file."""
     from maxcode.api import RESUMED_RUN_TAKES, optimize
     from maxcode.search.driver import RESUMABLE_SETTINGS
 
     on_line = typed(ctx)
+    if regions is not None:
+        if resume_id:
+            raise MaxcodeError("--regions does not resume (yet): run it again")
+        outcome = optimize(
+            task,
+            store=store_path,
+            output=output,
+            maxcode=maxcode_variant,
+            base_url=base_url,
+            regions=regions,
+            on_step=console.step_printer(),
+            say=console.say,
+            **_search_settings(given(ctx), flags, config_file, observation),
+        )
+        if as_json:
+            click.echo(json.dumps(outcome.as_json()))
+        else:
+            console.print_model_outcome(outcome)
+        return
     if resume_id:
         # A resumed run keeps its stored settings (isolation included): MAXCODE_* variables in
         # the environment are ignored for it, a flag on the command line is an error, and only

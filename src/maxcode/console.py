@@ -297,3 +297,22 @@ def _shape(value: dict[str, Any]) -> str:
         if sequence in value:
             return "(" + " ".join(_shape(item) for item in value[sequence]) + ")"
     return str(value.get("value", value.get("other", "?")))
+
+
+def print_model_outcome(outcome: Any) -> None:
+    """``optimize --regions`` (``maxcode.regions.search.ModelOutcome``) in lines on stdout."""
+    for rank, region in enumerate(outcome.outcomes, 1):
+        alone = f"{region.speedup:.2f}x alone" if region.speedup is not None else "no run"
+        run = f"run {region.run_id}" if region.run_id else "not searched"
+        click.echo(
+            f"region {rank} {region.region.name} ({100 * region.region.share:.1f}%): "
+            f"{run}, {alone}; {region.why}"
+        )
+    model = outcome.model
+    if model is None:
+        click.echo("model: no region kernel was kept; the model stands as it is")
+    else:
+        click.echo(f"model: {model.summary()}")
+        click.echo(f"predicted from the regions: {outcome.predicted:.2f}x")
+        click.echo(f"stitched model {outcome.stitched}")
+    click.echo(f"region problems in {outcome.folder}")

@@ -91,6 +91,11 @@ class ModuleRun:
     kwargs: dict[str, dict[str, Any]]
     outputs: list[dict[str, Any]]
     operators: dict[str, int]
+    aliases: bool = False
+    """A result shares memory with an argument (it works in place, or returns a view)."""
+    returns: dict[str, Any] = field(default_factory=dict)
+    """What its first call returned, nested (``probe.describe``): how a stitched model puts a
+    region kernel's flat results back together."""
     times: list[float] = field(default_factory=list)
     """Its seconds in each timed forward (``seconds`` is the least)."""
     sequential: bool = False
@@ -126,6 +131,8 @@ def _joined(container: ModuleRun, start: int, members: list[ModuleRun]) -> Modul
         inputs=members[0].inputs,
         kwargs={},
         outputs=members[-1].outputs,
+        returns=members[-1].returns,
+        aliases=all(member.aliases for member in members),  # a chain of in-place steps
         operators=operators,
         span=(start, start + len(members)),
     )
@@ -260,6 +267,8 @@ def find_regions(
             inputs=entry["inputs"],
             kwargs=entry["kwargs"],
             outputs=entry["outputs"],
+            returns=entry.get("returns", {}),
+            aliases=bool(entry.get("aliases")),
             operators=dict(entry["operators"]),
             sequential=bool(entry.get("sequential")),
         )
@@ -395,6 +404,11 @@ def write_region(regions: Regions, region: Region, folder: Path, rank: int) -> P
     with (seed 0, as the probe built it), and ``get_inputs`` drawing fresh inputs like those
     the forward gave it. The path written, or why it cannot be (an input it cannot draw)."""
     module = region.module
+    if module.aliases:
+        return (
+            f"{module.name} returns memory of its input (in place, or a view); a problem's "
+            "program must return new tensors"
+        )
     arguments: list[str] = []
     parameters: list[str] = []
     makers: list[str] = []
@@ -469,9 +483,10 @@ _REGION_TEMPLATE = """{source}
 
 
 # ---- Written by `maxcode regions`: the region `{name}` ({type}) of {problem},
-# {share}% of its forward at scale {scale}. The model's source above is unchanged; the Model below
-# computes exactly that module, with the weights the whole model is built with (seed 0), and
-# get_inputs draws fresh inputs of the shapes and dtypes the forward gave it.
+# {share}% of its forward at scale {scale}. The model's source above is unchanged. The Model below
+# is built with that module (get_init_inputs gives it, with the weights the whole model is built
+# with, seed 0) and computes exactly what it does; a ModelNew is built with it too and may take
+# its weights from it. get_inputs draws fresh inputs of the shapes and dtypes the forward gave.
 
 import torch  # noqa: E402
 
@@ -479,22 +494,23 @@ _WHOLE_MODEL, _WHOLE_INIT_INPUTS = Model, get_init_inputs
 
 
 def _take_region():
+    global Model
+    # The whole model is built with its own name bound to it (a `super(Model, self)` in it).
+    region_model, Model = Model, _WHOLE_MODEL
     state = torch.random.get_rng_state()
     torch.manual_seed(0)
     try:
         whole = _WHOLE_MODEL(*_WHOLE_INIT_INPUTS())
     finally:
         torch.random.set_rng_state(state)
+        Model = region_model
     return whole.get_submodule({path!r}){span}
 
 
-_REGION = _take_region()
-
-
 class Model(torch.nn.Module):
-    def __init__(self):
+    def __init__(self, region):
         super().__init__()
-        self.region = _REGION
+        self.region = region
 
     def forward({parameters}):
         outputs = _flat(self.region({arguments}))
@@ -513,5 +529,5 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return []
+    return [_take_region()]
 """

@@ -7,8 +7,10 @@ as ``named_modules`` names it, "" for the model; ``type``; ``sequential``: a pla
 ``nn.Sequential``, whose children feed each other in order; ``seconds``: least inclusive
 seconds per forward over the timed repeats (least, not median: a module's least is at most its
 share of the forward's least); ``times``: those of each timed forward; ``calls`` per
-forward; ``children``; ``inputs`` and ``outputs`` of its first call, described by ``describe``
-(an argument that is the very tensor of an earlier one: ``{"same_as": index}``);
+forward; ``children``; ``inputs`` and ``outputs`` (flat) of its first call, described by
+``describe`` (an argument that is the very tensor of an earlier one: ``{"same_as": index}``),
+``returns``: what it returned, nested as it was, and ``aliases``: whether a result shares
+memory with an argument;
 ``operators``: the aten operators it ran, inclusive, in order of first use, with their counts).
 The forward runs on one thread on a CPU, as ``maxcode eval`` times it.
 
@@ -137,6 +139,8 @@ class _Probe:
         given = self.given.get(path)
         if given is not None and "outputs" not in given:
             given["outputs"] = [describe(value) for value in _flat(output)]
+            given["returns"] = describe(output)
+            given["aliases"] = _aliases(args, kwargs, output)
 
     def time_forward(self, inputs: list[Any]) -> None:
         self.spent, self.counted = {}, {}
@@ -184,6 +188,8 @@ class _Probe:
                     "inputs": given.get("args", []),
                     "kwargs": given.get("kwargs", {}),
                     "outputs": given.get("outputs", []),
+                    "returns": given.get("returns", {}),
+                    "aliases": given.get("aliases", False),
                     "operators": self.operators.get(path, {}),
                 }
             )
@@ -216,6 +222,21 @@ def describe(value: Any) -> dict[str, Any]:
             return {"value": repr(value)}
         return {"tuple" if isinstance(value, tuple) else "list": items}
     return {"other": type(value).__name__}
+
+
+def _aliases(args: Any, kwargs: dict[str, Any], output: Any) -> bool:
+    """Whether a result shares memory with an argument (an in-place module, a view)."""
+    import torch
+
+    def storages(values: list[Any]) -> set[int]:
+        return {
+            value.untyped_storage().data_ptr()
+            for value in values
+            if isinstance(value, torch.Tensor) and value.numel()
+        }
+
+    given = storages(_flat(list(args)) + _flat(list(kwargs.values())))
+    return bool(given & storages(_flat(output)))
 
 
 def _first_same(args: tuple[Any, ...], index: int) -> int | None:

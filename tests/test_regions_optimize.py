@@ -1,0 +1,73 @@
+"""``maxcode optimize MODEL --regions N``: the regions searched with a scripted model server,
+their kernels put back into the model, and the model judged against the original."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.helpers import REPO, eval_json, run_optimize
+from tests.llm.fake_llm_server import Step, is_critic, serving
+
+MODELS = REPO / "tests" / "fixtures" / "models"
+MODEL = MODELS / "slow_parts.py"
+KERNELS = {
+    # The region's name as its problem file states it, and the kernel the "model" answers.
+    "the region `act`": (MODELS / "slow_parts_act.py").read_text(),
+    "the region `norm`": (MODELS / "slow_parts_norm.py").read_text(),
+}
+
+
+def answer(body: dict[str, Any]) -> Step:
+    if is_critic(body):
+        return Step(texts=["Diagnosis: fine.\nSuggestions:\n- none"])
+    prompt = "\n".join(str(message.get("content", "")) for message in body["messages"])
+    for marker, kernel in KERNELS.items():
+        if marker in prompt:
+            return Step(texts=[f"One call instead of a loop.\n\n```python\n{kernel}```\n"])
+    return Step(texts=["No idea."])
+
+
+def test_two_regions_searched_one_kernel_kept_the_other_dropped_for_its_layout(
+    tmp_path: Path,
+) -> None:
+    stitched = tmp_path / "stitched.py"
+    with serving(answer) as server:
+        done = run_optimize(
+            str(MODEL), "--regions", "2", "--device", "cpu",
+            "--model", "openai/gpt-4o-mini", "--base-url", server.url,
+            "--method", "best-of-n", "--candidates", "1", "--depth", "1",
+            "--store", str(tmp_path / "runs.db"), "-o", str(stitched), "--json",
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    regions = {region["name"]: region for region in result["regions"]}
+    # The two row-by-row loops are the forward's time; each region had a run of its own.
+    assert set(regions) == {"act", "norm"}
+    assert all(region["run"] and Path(region["problem"]).is_file() for region in regions.values())
+    # Both kernels are right and faster on their own problems (contiguous inputs) ...
+    assert regions["act"]["speedup_interval"][0] > 1.0
+    assert regions["norm"]["speedup_interval"][0] > 1.0
+    # ... but the layer norm's reads its input as if contiguous, and the model gives it a
+    # transposed view: wrong inside the model, dropped, with why.
+    assert regions["act"]["kept"] and regions["act"]["why"].startswith("kept")
+    assert not regions["norm"]["kept"]
+    assert regions["norm"]["why"].startswith("wrong inside the model")
+    model = result["model"]
+    assert model["correct"] is True and model["stitched"] == str(stitched)
+    assert model["speedup_interval"][0] <= model["speedup"] <= model["speedup_interval"][1]
+    share = regions["act"]["share"]
+    assert model["predicted"] == 1 / (1 - share * (1 - 1 / regions["act"]["speedup"]))
+    # The stitched model is a candidate file `maxcode eval MODEL STITCHED` judges again.
+    again = eval_json(str(MODEL), str(stitched), "--rounds", "1")
+    assert again["correct"]
+    assert "F.gelu" in stitched.read_text() and "as_strided" not in stitched.read_text()
+
+
+def test_regions_refuse_resume_and_a_model_that_does_not_run_in_one_line(tmp_path: Path) -> None:
+    resumed = run_optimize("--resume", "abc", "--regions", "1")
+    assert resumed.returncode == 2 and "--regions does not resume" in resumed.stderr
+    broken = run_optimize(str(MODELS / "broken_forward.py"), "--regions", "1", "--device", "cpu")
+    assert broken.returncode == 2 and "the model does not run" in broken.stderr
+    assert "Traceback" not in broken.stderr + resumed.stderr

@@ -58,7 +58,7 @@ def test_the_block_is_cut_into_its_modules_and_the_shares_add_up(
     assert regions["mlp"]["operators"][:1] == ["addmm"]  # the heavy operator named first
     assert regions["mlp"]["heavy"] == 2 and regions["norm*"]["heavy"] == 0
     assert regions["attention"]["inputs"] == [
-        {"tensor": [4, 128, 512], "dtype": "float32", "contiguous": True}
+        {"tensor": [4, 128, 256], "dtype": "float32", "contiguous": True}
     ]
     assert all(
         region["bound"] == pytest.approx(1 / (1 - region["share"])) for region in found["regions"]
@@ -75,7 +75,7 @@ def test_each_region_is_written_as_a_problem_that_loads_and_draws_fresh_inputs(
         assert load_task(str(path)).kind == "kernelbench"
     attention = load(next(path for path in written if path.stem.endswith("attention")))
     first, second = attention.get_inputs(), attention.get_inputs()
-    assert first[0].shape == (4, 128, 512) and not first[0].equal(second[0])
+    assert first[0].shape == (4, 128, 256) and not first[0].equal(second[0])
     import torch
 
     (module,) = attention.get_init_inputs()  # the module itself, as the whole model built it

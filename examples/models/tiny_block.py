@@ -44,7 +44,7 @@ class Model(nn.Module):
 
 batch_size = 4
 seq_len = 128
-dim = 512
+dim = 256
 heads = 4
 
 

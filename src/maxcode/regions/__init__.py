@@ -243,6 +243,8 @@ def find_regions(
     """Run ``problem``'s forward in a process of its own and cut it into regions."""
 
     path = Path(problem)
+    if path.is_dir():
+        raise TaskError(f"{path}: a folder; a model is a KernelBench-format .py file")
     if not path.is_file():
         raise TaskError(f"{path}: no such model file")
     task = load_kernelbench_problem(path, scale)

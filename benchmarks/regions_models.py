@@ -10,7 +10,11 @@ model: regions, coverage, the seconds ``regions`` took, regions judged correct, 
 range, or the one-line error of a model that could not be cut.
 
     python benchmarks/regions_models.py KERNELBENCH_DIR [--only 1_MLP,35_LSTM] [--judge N]
-        [--rounds R] [--repeats 5] [--jsonl rows.jsonl]
+        [--rounds R] [--repeats 5] [--optimize N] [--jsonl rows.jsonl]
+
+``--optimize N`` also runs ``maxcode optimize MODEL --regions N --depth 1 --candidates 1``
+offline (the ``rules`` proposer) and prints the model's result: its regions kept, the model's
+speedup with its interval, and the predicted one.
 
 The models and the scale each runs at on a 2-core CPU are ``MODELS`` (a family each: MLP,
 ResNet, VGG, MinGPT, LSTM, EfficientNet, ViT, Mamba2; Mamba2 imports ``einops``, which
@@ -59,6 +63,8 @@ class Row:
     correct: int = 0
     speedups: list[float] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    model_result: str = ""
+    """With ``--optimize``: the offline ``optimize --regions`` result, in one line."""
 
 
 def maxcode(*args: str) -> subprocess.CompletedProcess[str]:
@@ -132,7 +138,29 @@ def measure(model: Path, scale: float, options: argparse.Namespace) -> Row:
             else:
                 why = result.get("error") or result.get("summary", "incorrect")
                 row.failures.append(f"{region['name']}: {why}")
+    if options.optimize:
+        row.model_result = optimize_offline(model, scale, options.optimize)
     return row
+
+
+def optimize_offline(model: Path, scale: float, count: int) -> str:
+    """``maxcode optimize MODEL --regions COUNT`` with the offline proposer, in one line."""
+    with tempfile.TemporaryDirectory(prefix="maxcode-regions-run-") as folder:
+        done = maxcode(
+            "optimize", str(model), "--regions", str(count), "--scale", str(scale),
+            "--depth", "1", "--candidates", "1", "--store", f"{folder}/runs.db", "--json",
+        )  # fmt: skip
+    if done.returncode != 0:
+        return f"optimize --regions failed: {last_line(done.stderr)}"
+    result = json.loads(done.stdout)
+    kept = [region["name"] for region in result["regions"] if region["kept"]]
+    model_part = result["model"]
+    interval = model_part["speedup_interval"]
+    spread = f" ({interval[0]:.2f}-{interval[1]:.2f})" if interval else ""
+    return (
+        f"kept {', '.join(kept) or 'none'}; model correct={model_part['correct']} "
+        f"{model_part['speedup']:.2f}x{spread}, predicted {model_part['predicted']:.2f}x"
+    )
 
 
 def print_row(row: Row) -> None:
@@ -147,6 +175,8 @@ def print_row(row: Row) -> None:
     print(f"{'':<31}{'; '.join(row.regions[:6])}{' ...' if len(row.regions) > 6 else ''}")
     for failure in row.failures:
         print(f"{'':<31}! {failure}")
+    if row.model_result:
+        print(f"{'':<31}optimize --regions: {row.model_result}")
 
 
 def main() -> None:
@@ -156,6 +186,7 @@ def main() -> None:
     parser.add_argument("--judge", type=int, default=None, help="judge each model's first N")
     parser.add_argument("--rounds", type=int, default=None, help="maxcode eval --rounds")
     parser.add_argument("--repeats", type=int, default=5, help="maxcode regions --repeats")
+    parser.add_argument("--optimize", type=int, default=0, help="also optimize --regions N offline")
     parser.add_argument("--jsonl", type=Path, default=None, help="also write the rows here")
     options = parser.parse_args()
     chosen = [name.strip() for name in options.only.split(",") if name.strip()] or list(MODELS)

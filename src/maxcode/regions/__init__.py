@@ -258,12 +258,13 @@ def find_regions(
         nested = sum(count for path, count in calls.items() if path and path.startswith(prefix))
         return [max(0.0, float(seconds) - hook_s * nested) for seconds in entry["times"]]
 
+    timed = {entry["path"]: own_times(entry) for entry in report["modules"]}
     modules = {
         entry["path"]: ModuleRun(
             path=entry["path"],
             type=entry["type"],
-            seconds=min(own_times(entry)),
-            times=own_times(entry),
+            seconds=min(timed[entry["path"]]),
+            times=timed[entry["path"]],
             calls=int(entry["calls"]),
             children=list(entry["children"]),
             inputs=entry["inputs"],

@@ -40,6 +40,8 @@ RESUMED_BENCH_TAKES = (
     "--resume continues a bench as it was set up: it takes only --base-url, --store and --json"
 )
 """Why a resumed bench refuses other settings (its runs keep their stored ones)."""
+MODEL_BUDGETS = ("max_usd", "max_llm_tokens", "max_llm_calls")
+"""The budgets ``--regions`` shares out among the regions' runs (``max_evals`` is each's)."""
 
 
 def load_task(spec: str | Path, *, pie_tests: str | Path | None = None, scale: float = 1.0) -> Task:
@@ -115,7 +117,7 @@ def evaluate(
 def optimize(
     task: str | Path | None = None,
     *,
-    resume: str | None = None,
+    resume: None = None,
     model: str | None = None,
     method: str | None = None,
     store: str | Path | None = None,
@@ -132,7 +134,7 @@ def optimize(
 def optimize(
     task: str | Path | None = None,
     *,
-    resume: str | None = None,
+    resume: None = None,
     model: str | None = None,
     method: str | None = None,
     store: str | Path | None = None,
@@ -143,6 +145,40 @@ def optimize(
     say: Callable[[str], None] = ...,
     **settings: Any,
 ) -> ModelOutcome: ...
+
+
+@overload
+def optimize(
+    task: str | Path | None = None,
+    *,
+    resume: str,
+    model: str | None = None,
+    method: str | None = None,
+    store: str | Path | None = None,
+    output: str | Path | None = None,
+    maxcode: bool = False,
+    regions: int | None = None,
+    on_step: Callable[[StepReport], None] = ...,
+    say: Callable[[str], None] = ...,
+    **settings: Any,
+) -> RunSummary | ModelOutcome: ...
+
+
+@overload
+def optimize(
+    task: str | Path | None = None,
+    *,
+    resume: str | None = None,
+    model: str | None = None,
+    method: str | None = None,
+    store: str | Path | None = None,
+    output: str | Path | None = None,
+    maxcode: bool = False,
+    regions: int | None = None,
+    on_step: Callable[[StepReport], None] = ...,
+    say: Callable[[str], None] = ...,
+    **settings: Any,
+) -> RunSummary | ModelOutcome: ...
 
 
 def optimize(
@@ -171,18 +207,26 @@ def optimize(
     ``settings``.
 
     ``regions=N``: ``task`` is a whole model (a KernelBench-format file); its top ``N``
-    regions are searched, one run each with these settings, and the model rebuilt from their
-    kernels is judged (``maxcode.regions.search``); returns a ``ModelOutcome``."""
-    if regions is not None:
-        if resume is not None or task is None:
-            raise MaxcodeError("--regions takes a MODEL file and does not resume (yet)")
+    regions are searched, one run each with these settings (side by side: ``concurrency``,
+    by default ``N``), and the model rebuilt from their kernels is judged
+    (``maxcode.regions.search``); returns a ``ModelOutcome``. Its runs are one stored bench,
+    and ``resume=BENCH_ID`` continues it (and returns a ``ModelOutcome``)."""
+    from maxcode.store import open_store
+
+    regions_bench = None
+    if resume is not None and regions is None:
+        regions_bench = _regions_bench(open_store(store), resume)
+    if regions is not None or regions_bench is not None:
+        if resume is not None and (task is not None or model or method or maxcode):
+            raise MaxcodeError(RESUMED_BENCH_TAKES)
+        if resume is None and task is None:
+            raise MaxcodeError("--regions: name the MODEL file")
         return _optimize_regions(
-            task, regions, model, method, store, output, maxcode, on_step, say, settings
+            task, regions or 0, resume, model, method, store, output, maxcode, say, settings
         )
     from maxcode.kinds import check_timing_settings
     from maxcode.search.config import make_config, maxcode_variant
     from maxcode.search.driver import RESUMABLE_SETTINGS, new_run, run_search
-    from maxcode.store import open_store
 
     base_url = settings.pop("base_url", None)
     if resume is not None:
@@ -221,59 +265,138 @@ def optimize(
         raise RunInterrupted(resume) from None
 
 
+def _regions_bench(runs: Any, resume: str) -> Any:
+    """The stored whole-model search ``resume`` names, if it names one (not a run)."""
+    from maxcode.errors import MaxcodeError as Refused
+
+    try:
+        if runs.get_run(resume) is not None:
+            return None
+        bench = runs.get_bench(resume)
+    except Refused:
+        return None
+    return bench if bench is not None and "regions" in bench.config else None
+
+
 def _optimize_regions(
-    task: str | Path,
+    task: str | Path | None,
     count: int,
+    resume: str | None,
     model: str | None,
     method: str | None,
     store: str | Path | None,
     output: str | Path | None,
     maxcode: bool,
-    on_step: Callable[[StepReport], None],
     say: Callable[[str], None],
     settings: dict[str, Any],
 ) -> ModelOutcome:
-    """``optimize(task, regions=count)``: the regions' searches share every setting but the
-    scale (a region's problem is written at the model's scale already)."""
+    """``optimize(task, regions=count)``: the regions' searches are one stored bench (one
+    method, one trial each), run side by side, sharing every setting but the scale (a region's
+    problem is written at the model's scale already); ``resume`` continues such a bench and
+    judges its model."""
     import time
 
     from maxcode.harness.settings import EvalRequest
     from maxcode.home import maxcode_home
     from maxcode.kinds.kernelbench.backends import resolve_device
-    from maxcode.regions.search import optimize_regions
+    from maxcode.regions import cut_regions, find_regions
+    from maxcode.regions.search import optimize_regions, write_problems
+    from maxcode.search.bench.run import new_bench, run_bench
+    from maxcode.search.config import SearchConfig, maxcode_variant
+    from maxcode.search.driver import summarize
+    from maxcode.store import open_store
 
-    if count < 1:
-        raise MaxcodeError("--regions: at least 1")
-    scale = float(settings.pop("scale", None) or 1.0)
-    device = resolve_device(str(settings.get("device") or "auto"))
+    runs = open_store(store)
+    base_url = settings.pop("base_url", None)
+    if resume is not None:
+        if set(settings):
+            raise MaxcodeError(RESUMED_BENCH_TAKES)
+        bench = _regions_bench(runs, resume)
+        if bench is None:
+            raise MaxcodeError(f"{resume!r} is no whole model's search in {runs.path}")
+        plan = bench.config["regions"]
+        found = cut_regions(
+            Path(plan["model"]), plan["scale"], plan["device"], plan["report"], plan["source"]
+        )
+        count, folder, bench_id = int(plan["count"]), Path(plan["folder"]), bench.bench_id
+        settings = dict(bench.config)
+        output = output or plan.get("output")
+        say(f"resuming the regions of {plan['model']}: bench {bench_id}")
+    else:
+        if count < 1:
+            raise MaxcodeError("--regions: at least 1")
+        path = Path(str(task))
+        scale = float(settings.pop("scale", None) or 1.0)
+        device = resolve_device(str(settings.get("device") or "auto"))
+        found = find_regions(path, scale=scale, device=device)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        folder = maxcode_home() / "regions" / f"{path.stem}-{stamp}"
+    outcomes = write_problems(found, count, folder, say)
+    problems = [str(outcome.problem) for outcome in outcomes if outcome.problem]
+    if resume is None and problems:
+        chosen = {**settings, "base_url": base_url}
+        chosen.setdefault("concurrency", len(problems))
+        for name in MODEL_BUDGETS:  # the model's budget, shared out equally among its regions
+            if chosen.get(name):
+                share = chosen[name] / len(problems)
+                chosen[name] = share if name == "max_usd" else max(1, int(share))
+        if model:
+            chosen["model"] = model
+        chosen = maxcode_variant(chosen) if maxcode else chosen
+        label = (method or str(SearchConfig.model_fields["method"].default)) + (
+            "+maxcode" if maxcode else ""
+        )
+        plan = {
+            "model": str(found.problem.resolve()),
+            "scale": found.scale,
+            "device": found.device,
+            "count": count,
+            "folder": str(folder),
+            "output": str(output) if output is not None else None,
+            "report": found.report,
+            "source": found.source,
+        }
+        bench_id = new_bench(runs, problems, [label], chosen, 1, extra={"regions": plan})
+        say(f"bench {bench_id}: {len(problems)} region search(es); maxcode optimize --resume"
+            f" {bench_id} continues them")  # fmt: skip
+    summaries: dict[str, Any] = {}
+    if problems:
+        try:
+            run_bench(runs, bench_id, base_url=base_url, on_run=lambda summary, label: say(
+                f"{summary.task}: run {summary.run_id} done, best {summary.best_speedup:.2f}x"
+            ))  # fmt: skip
+        except KeyboardInterrupt:
+            raise RunInterrupted(bench_id) from None
+        summaries = {
+            run.task_spec: summarize(runs, run.run_id)
+            for run in runs.bench_runs(bench_id)
+            if run.status not in ("pending", "running")
+        }
     judged = {
         name: value
         for name, value in settings.items()
-        if name in EvalRequest.model_fields and name not in ("repeats", "precision")
+        if name in EvalRequest.model_fields and name not in ("repeats", "precision", "scale")
     }
-    path = Path(task)
-    folder = maxcode_home() / "regions" / f"{path.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-
-    def search(problem: Path) -> RunSummary:
-        return optimize(
-            problem, model=model, method=method, store=store, maxcode=maxcode,
-            on_step=on_step, say=say, **settings,
-        )  # fmt: skip
 
     def judge(source: str) -> Feedback:
-        return evaluate(path, source, scale=scale, **judged)
+        return evaluate(found.problem, source, scale=found.scale, **judged)
 
-    return optimize_regions(
-        path,
-        count,
+    outcome = optimize_regions(
+        found,
+        outcomes,
+        summaries,
         folder=folder,
-        search=search,
         judge=judge,
-        scale=scale,
-        device=device,
         output=Path(output) if output is not None else None,
         say=say,
     )
+    if problems:
+        outcome.bench_id = bench_id
+        stored = runs.get_bench(bench_id)
+        if stored is not None:
+            plan = {**stored.config["regions"], "outcome": outcome.as_json()}
+            runs.set_bench_config(bench_id, {**stored.config, "regions": plan})
+    return outcome
 
 
 def bench(
@@ -303,6 +426,10 @@ def bench(
     if resume is not None and (tasks or methods or settings or maxcode):
         raise MaxcodeError(RESUMED_BENCH_TAKES)
     runs = open_store(store)
+    if resume is not None and _regions_bench(runs, resume) is not None:
+        raise MaxcodeError(
+            f"{resume} is a whole model's search: maxcode optimize --resume {resume}"
+        )
     if resume is None:
         if not tasks:
             raise MaxcodeError("name the TASKS to bench: task folders, suite folders, PIE .jsonl")

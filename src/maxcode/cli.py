@@ -229,28 +229,9 @@ def optimize_command(
     into the model and judged there, and the model with the kernels kept is judged against the
     original; -o names the stitched model's file."""
     from maxcode.api import RESUMED_RUN_TAKES, optimize
-    from maxcode.search.driver import RESUMABLE_SETTINGS
+    from maxcode.search.driver import RESUMABLE_SETTINGS, RunSummary
 
     on_line = typed(ctx)
-    if regions is not None:
-        if resume_id:
-            raise MaxcodeError("--regions does not resume (yet): run it again")
-        outcome = optimize(
-            task,
-            store=store_path,
-            output=output,
-            maxcode=maxcode_variant,
-            base_url=base_url,
-            regions=regions,
-            on_step=console.step_printer(),
-            say=console.say,
-            **_search_settings(given(ctx), flags, config_file, observation),
-        )
-        if as_json:
-            click.echo(json.dumps(outcome.as_json()))
-        else:
-            console.print_model_outcome(outcome)
-        return
     if resume_id:
         # A resumed run keeps its stored settings (isolation included): MAXCODE_* variables in
         # the environment are ignored for it, a flag on the command line is an error, and only
@@ -262,13 +243,14 @@ def optimize_command(
     else:
         settings = _search_settings(given(ctx), flags, config_file, observation)
     try:
-        summary = optimize(
+        result = optimize(
             task,
             resume=resume_id,
             store=store_path,
             output=output,
             maxcode=maxcode_variant and not resume_id,
             base_url=base_url,
+            regions=regions,
             on_step=console.step_printer(),
             say=console.say,
             **settings,
@@ -277,9 +259,11 @@ def optimize_command(
         click.echo(f"interrupted; everything so far is kept: {stop.resume}", err=True)
         sys.exit(130)
     if as_json:
-        click.echo(json.dumps(summary.as_json()))
+        click.echo(json.dumps(result.as_json()))
+    elif isinstance(result, RunSummary):
+        console.print_summary(result)
     else:
-        console.print_summary(summary)
+        console.print_model_outcome(result)
 
 
 def _search_settings(

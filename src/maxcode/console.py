@@ -316,3 +316,8 @@ def print_model_outcome(outcome: Any) -> None:
         click.echo(f"predicted from the regions: {outcome.predicted:.2f}x")
         click.echo(f"stitched model {outcome.stitched}")
     click.echo(f"region problems in {outcome.folder}")
+    if outcome.bench_id:
+        click.echo(
+            f"the regions' runs: bench {outcome.bench_id}"
+            f" (maxcode report --bench {outcome.bench_id} -o report.html)"
+        )

@@ -220,6 +220,8 @@ class Regions:
     modules: dict[str, ModuleRun] = field(repr=False)
     source: str = field(repr=False)
     """The problem's source at ``scale`` (what was run, and what region problems start from)."""
+    report: dict[str, Any] = field(default_factory=dict, repr=False)
+    """The probe's report the regions were cut from (``cut_regions`` rebuilds them from it)."""
 
     @property
     def outside(self) -> float:
@@ -248,7 +250,14 @@ def find_regions(
     if not path.is_file():
         raise TaskError(f"{path}: no such model file")
     task = load_kernelbench_problem(path, scale)
-    report = _probe(task, device, repeats)
+    return cut_regions(path, scale, device, _probe(task, device, repeats), task.reference)
+
+
+def cut_regions(
+    path: Path, scale: float, device: str, report: dict[str, Any], source: str
+) -> Regions:
+    """The regions of the forward the probe's ``report`` describes (``Regions.report``): the
+    same report always gives the same regions, so a stored one rebuilds them."""
     hook_s = float(report.get("hook_s", 0.0))
     calls = {entry["path"]: int(entry["calls"]) for entry in report["modules"]}
 
@@ -290,7 +299,7 @@ def find_regions(
         ),
         key=lambda region: -region.share,
     )
-    return Regions(path, scale, device, forward, ranked, modules, task.reference)
+    return Regions(path, scale, device, forward, ranked, modules, source, report)
 
 
 def _probe(task: KernelBenchTask, device: str, repeats: int) -> dict[str, Any]:

@@ -1,9 +1,10 @@
 """A whole model made faster region by region: ``maxcode optimize MODEL.py --regions N``.
 
-``optimize_regions`` cuts the model (``find_regions``), writes its top regions as problems,
-searches each (``search``: one ordinary ``maxcode optimize`` run per region), and takes as a
-region's kernel its run's verified program when that was surely faster than the region (the
-low end of its interval above 1). Each kernel is then put into the model alone
+The model is cut (``find_regions``) and its top regions written as problems
+(``write_problems``); each is searched by an ordinary run (the caller runs them as one stored
+bench, side by side, which ``--resume`` continues). ``optimize_regions`` takes as a region's
+kernel its run's verified program when that was surely faster than the region (the low end of
+its interval above 1). Each kernel is then put into the model alone
 (``stitch.stitched_source``) and the model judged against the original (``judge``: the
 harness, as any candidate): a kernel that is wrong inside the model (other strides, aliasing,
 attributes the model reads) or surely slower there is dropped, with why. The kernels kept are
@@ -14,11 +15,11 @@ speedup the regions' own speedups predict (Amdahl: ``predicted``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from maxcode.regions import Region, Regions, find_regions, write_region
+from maxcode.regions import Region, Regions, write_region
 from maxcode.regions.stitch import Winner, stitched_source
 from maxcode.types import Feedback
 
@@ -69,7 +70,8 @@ class ModelOutcome:
     stitched: Path | None
     folder: Path
     """Where the region problems (and the stitched model) are."""
-    notes: list[str] = field(default_factory=list)
+    bench_id: str | None = None
+    """The stored bench of the regions' runs (``maxcode optimize --resume`` continues it)."""
 
     @property
     def predicted(self) -> float:
@@ -87,6 +89,7 @@ class ModelOutcome:
             "problem": str(self.regions.problem),
             "scale": self.regions.scale,
             "folder": str(self.folder),
+            "bench": self.bench_id,
             "regions": [outcome.as_json() for outcome in self.outcomes],
             "model": {
                 "correct": model.correct if model is not None else None,
@@ -103,32 +106,44 @@ class ModelOutcome:
         }
 
 
-def optimize_regions(
-    problem: str | Path,
-    count: int,
-    *,
-    folder: Path,
-    search: Callable[[Path], Any],
-    judge: Callable[[str], Feedback],
-    scale: float = 1.0,
-    device: str = "cpu",
-    repeats: int = 10,
-    output: Path | None = None,
-    say: Callable[[str], None] = lambda line: None,
-) -> ModelOutcome:
-    """Search ``problem``'s top ``count`` regions and judge the model rebuilt from their
-    kernels. ``search(region_file)`` runs one search and returns its ``RunSummary``;
-    ``judge(candidate_source)`` judges a candidate for the whole model (at ``scale``)."""
-    found = find_regions(problem, scale=scale, device=device, repeats=repeats)
+def write_problems(
+    found: Regions, count: int, folder: Path, say: Callable[[str], None] = lambda line: None
+) -> list[RegionOutcome]:
+    """The top ``count`` regions written as problems in ``folder`` (the same files again when
+    a stopped search resumes): one outcome each, its ``problem`` or why it was not written."""
     outcomes = [RegionOutcome(region) for region in found.regions[:count]]
     for rank, outcome in enumerate(outcomes, 1):
         written = write_region(found, outcome.region, folder, rank)
         if isinstance(written, str):
             outcome.why = f"not written: {written}"
+            say(f"region {rank}: {outcome.region.name}: {outcome.why}")
             continue
         outcome.problem = written
-        say(f"region {rank}: {outcome.region.name} ({100 * outcome.region.share:.1f}%)")
-        _searched(outcome, search(written))
+        say(f"region {rank}: {outcome.region.name} ({100 * outcome.region.share:.1f}%): {written}")
+    return outcomes
+
+
+def optimize_regions(
+    found: Regions,
+    outcomes: list[RegionOutcome],
+    summaries: dict[str, Any],
+    *,
+    folder: Path,
+    judge: Callable[[str], Feedback],
+    output: Path | None = None,
+    say: Callable[[str], None] = lambda line: None,
+) -> ModelOutcome:
+    """The model rebuilt from the regions' searches: ``summaries`` maps a region problem's path
+    to its run's ``RunSummary``; ``judge(candidate_source)`` judges a candidate for the whole
+    model (at the regions' scale). Each kernel surely faster alone is judged inside the model
+    alone, the ones kept there together; when they are wrong together, the model keeps the
+    best one alone."""
+    for outcome in outcomes:
+        summary = summaries.get(str(outcome.problem)) if outcome.problem else None
+        if summary is not None:
+            _searched(outcome, summary)
+        elif outcome.problem is not None:
+            outcome.why = "its search did not finish"
     for outcome in outcomes:
         if outcome.kernel is not None:
             _judged_inside(found, outcome, judge, say)
@@ -136,12 +151,31 @@ def optimize_regions(
     stitched = output or folder / "stitched.py"
     model = None
     if kept:
+        model = _together(found, kept, judge, say)
+        kept = [outcome for outcome in kept if outcome.kept]
         source = stitched_source(found, [Winner(o.region, o.kernel or "") for o in kept])
         stitched.parent.mkdir(parents=True, exist_ok=True)
         stitched.write_text(source, encoding="utf-8")
-        say(f"the model with {len(kept)} region kernel(s) in place: judging it")
-        model = kept[0].inside if len(kept) == 1 else judge(source)
     return ModelOutcome(found, outcomes, model, stitched if kept else None, folder)
+
+
+def _together(
+    found: Regions, kept: list[RegionOutcome], judge: Callable[[str], Feedback], say: Callable
+) -> Feedback | None:
+    """The model with every kept kernel in place, judged; wrong together (two kernels that
+    are each right alone), the best kernel alone stands and the others are dropped."""
+    if len(kept) == 1:
+        return kept[0].inside
+    say(f"the model with {len(kept)} region kernels in place: judging it")
+    model = judge(stitched_source(found, [Winner(o.region, o.kernel or "") for o in kept]))
+    if model.correct:
+        return model
+    best = max(kept, key=lambda outcome: outcome.inside.speedup if outcome.inside else 0.0)
+    for outcome in kept:
+        if outcome is not best:
+            outcome.kept = False
+            outcome.why = f"dropped: the kernels together were wrong ({model.summary()})"
+    return best.inside
 
 
 def _searched(outcome: RegionOutcome, summary: Any) -> None:

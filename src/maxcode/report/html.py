@@ -142,6 +142,8 @@ def bench_report(store: RunStore, bench_id: str) -> str:
             fast_p=[f"{p:g}" for p in FAST_P],
             curves=chart,
             void=void,
+            model=(bench.config.get("regions") or {}).get("outcome"),
+            regions_pending=(bench.config.get("regions") or {}).get("model"),
         )
     )
 

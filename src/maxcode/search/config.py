@@ -86,7 +86,7 @@ class SearchConfig(EvalSettings):
     ray_address: str | None = None
     """Ray cluster to join (``--executor ray``); None: ``RAY_ADDRESS``, else a local instance."""
     concurrency: int = Field(default=1, ge=1)
-    """Searches a bench runs at once (on Ray; a local bench runs one at a time)."""
+    """Searches a bench (or ``--regions``) runs at once, sharing the ``workers`` slots."""
     value: str = "none"
     """Action-value function ranking candidates before they run: ``none``, ``rtg:DIR`` or
     ``rtg:provider/model``."""

@@ -291,6 +291,12 @@ class RunStore:
             ),
         )
 
+    def set_bench_config(self, bench_id: str, config: dict[str, Any]) -> None:
+        """Replace a bench's stored settings (``regions``: its model's outcome, once judged)."""
+        self._execute(
+            "UPDATE benches SET config_json = ? WHERE bench_id = ?", (json.dumps(config), bench_id)
+        )
+
     def get_bench(self, bench_id: str) -> BenchRecord | None:
         """A bench by id: the exact id, or a unique prefix of it (never a pattern)."""
         rows = self._execute(

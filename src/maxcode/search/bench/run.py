@@ -55,9 +55,15 @@ def label_config(label: str, settings: dict[str, Any], budget: int | None = None
 
 
 def new_bench(
-    store: RunStore, tasks: list[str], labels: list[str], settings: dict[str, Any], trials: int
+    store: RunStore,
+    tasks: list[str],
+    labels: list[str],
+    settings: dict[str, Any],
+    trials: int,
+    extra: dict[str, Any] | None = None,
 ) -> str:
-    """Record a bench and one pending run per (task, method, trial); returns the bench id."""
+    """Record a bench and one pending run per (task, method, trial); returns the bench id.
+    ``extra`` is stored with the bench's settings (``regions``: a whole model's search)."""
     if not labels:
         raise MaxcodeError("name at least one --method")
     if len(set(labels)) != len(labels):
@@ -74,6 +80,7 @@ def new_bench(
     }
     bench_id = uuid.uuid4().hex[:12]
     shared = {key: value for key, value in settings.items() if key != "base_url"}
+    shared.update(extra or {})
     store.create_bench(bench_id, shared, tasks, labels, trials)
     for spec in tasks:
         task = loaded[spec]
@@ -95,7 +102,8 @@ def run_bench(
     base_url: str | None = None,
     on_run: Callable[[RunSummary, str], None] = lambda summary, label: None,
 ) -> None:
-    """Run every unfinished run of a bench, one after the other (a resumed bench continues).
+    """Run every unfinished run of a bench (a resumed bench continues): one after the other,
+    or ``--concurrency`` at once sharing one executor (its ``--workers`` evaluation slots).
 
     A task that cannot be evaluated (its reference fails its tests) fails its runs and the
     bench goes on; a model that cannot be reached stops the bench: the next run would fail
@@ -106,7 +114,7 @@ def run_bench(
         raise MaxcodeError(f"no bench {bench_id!r} in {store.path}")
     unfinished = [run for run in store.bench_runs(bench.bench_id) if run.status != "done"]
     concurrency = int(bench.config.get("concurrency") or 1)
-    if bench.config.get("executor") == "ray" and concurrency > 1:
+    if concurrency > 1 and len(unfinished) > 1:
         asyncio.run(_run_parallel(store, unfinished, bench.config, base_url, on_run, concurrency))
         return
     for run in unfinished:
@@ -125,9 +133,13 @@ async def _run_parallel(
     on_run: Callable[[RunSummary, str], None],
     concurrency: int,
 ) -> None:
-    """Several searches at once, sharing one Ray executor; the store stays here."""
+    """Several searches at once, sharing one executor (local or Ray); the store stays here.
+    Their evaluations together take at most ``--workers`` slots (on Ray: the cluster's), so
+    while one search waits for its model, another's candidates run."""
     workers = int(settings.get("workers") or 1)
-    executor = make_executor("ray", workers, ray_address=settings.get("ray_address"))
+    executor = make_executor(
+        str(settings.get("executor") or "local"), workers, ray_address=settings.get("ray_address")
+    )
     slots = asyncio.Semaphore(concurrency)
 
     async def one(run: RunRecord) -> None:

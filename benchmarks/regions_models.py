@@ -154,11 +154,17 @@ def optimize_offline(model: Path, scale: float, count: int) -> str:
         return f"optimize --regions failed: {last_line(done.stderr)}"
     result = json.loads(done.stdout)
     kept = [region["name"] for region in result["regions"] if region["kept"]]
+    alone = [
+        f"{region['name']} {region['speedup']:.2f}x"
+        for region in result["regions"]
+        if region.get("speedup") is not None
+    ]
     model_part = result["model"]
     interval = model_part["speedup_interval"]
     spread = f" ({interval[0]:.2f}-{interval[1]:.2f})" if interval else ""
     return (
-        f"kept {', '.join(kept) or 'none'}; model correct={model_part['correct']} "
+        f"alone: {', '.join(alone) or 'no run'}; kept {', '.join(kept) or 'none'}; "
+        f"model correct={model_part['correct']} "
         f"{model_part['speedup']:.2f}x{spread}, predicted {model_part['predicted']:.2f}x"
     )
 

@@ -294,58 +294,20 @@ def _optimize_regions(
     method, one trial each), run side by side, sharing every setting but the scale (a region's
     problem is written at the model's scale already); ``resume`` continues such a bench and
     judges its model."""
-    import time
-
     from maxcode.harness.settings import EvalRequest
-    from maxcode.home import maxcode_home
-    from maxcode.kinds.kernelbench.backends import resolve_device
-    from maxcode.regions import cut_regions, find_regions
     from maxcode.regions.search import optimize_regions, write_problems
-    from maxcode.search.bench.run import new_bench, run_bench
-    from maxcode.search.config import SearchConfig, maxcode_variant
+    from maxcode.search.bench.run import run_bench
     from maxcode.search.driver import summarize
     from maxcode.store import open_store
 
     runs = open_store(store)
     base_url = settings.pop("base_url", None)
-    if resume is not None:
-        if set(settings):
-            raise MaxcodeError(RESUMED_BENCH_TAKES)
-        bench = _regions_bench(runs, resume)
-        if bench is None:
-            raise MaxcodeError(f"{resume!r} is no whole model's search in {runs.path}")
-        plan = bench.config["regions"]
-        found = cut_regions(
-            Path(plan["model"]), plan["scale"], plan["device"], plan["report"], plan["source"]
-        )
-        count, folder, bench_id = int(plan["count"]), Path(plan["folder"]), bench.bench_id
-        settings = dict(bench.config)
-        output = output or plan.get("output")
-        say(f"resuming the regions of {plan['model']}: bench {bench_id}")
-    else:
-        if count < 1:
-            raise MaxcodeError("--regions: at least 1")
-        path = Path(str(task))
-        scale = float(settings.pop("scale", None) or 1.0)
-        device = resolve_device(str(settings.get("device") or "auto"))
-        found = find_regions(path, scale=scale, device=device)
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        folder = maxcode_home() / "regions" / f"{path.stem}-{stamp}"
+    found, count, folder, bench_id, settings, output = _model_to_search(
+        runs, task, count, resume, settings, output, say
+    )
     outcomes = write_problems(found, count, folder, say)
     problems = [str(outcome.problem) for outcome in outcomes if outcome.problem]
-    if resume is None and problems:
-        chosen = {**settings, "base_url": base_url}
-        chosen.setdefault("concurrency", len(problems))
-        for name in MODEL_BUDGETS:  # the model's budget, shared out equally among its regions
-            if chosen.get(name):
-                share = chosen[name] / len(problems)
-                chosen[name] = share if name == "max_usd" else max(1, int(share))
-        if model:
-            chosen["model"] = model
-        chosen = maxcode_variant(chosen) if maxcode else chosen
-        label = (method or str(SearchConfig.model_fields["method"].default)) + (
-            "+maxcode" if maxcode else ""
-        )
+    if bench_id is None and problems:
         plan = {
             "model": str(found.problem.resolve()),
             "scale": found.scale,
@@ -356,11 +318,12 @@ def _optimize_regions(
             "report": found.report,
             "source": found.source,
         }
-        bench_id = new_bench(runs, problems, [label], chosen, 1, extra={"regions": plan})
+        chosen = {**settings, "base_url": base_url, **({"model": model} if model else {})}
+        bench_id = _new_regions_bench(runs, problems, chosen, method, maxcode, plan)
         say(f"bench {bench_id}: {len(problems)} region search(es); maxcode optimize --resume"
             f" {bench_id} continues them")  # fmt: skip
     summaries: dict[str, Any] = {}
-    if problems:
+    if bench_id is not None:
         try:
             run_bench(runs, bench_id, base_url=base_url, on_run=lambda summary, label: say(
                 f"{summary.task}: run {summary.run_id} done, best {summary.best_speedup:.2f}x"
@@ -390,13 +353,85 @@ def _optimize_regions(
         output=Path(output) if output is not None else None,
         say=say,
     )
-    if problems:
-        outcome.bench_id = bench_id
-        stored = runs.get_bench(bench_id)
-        if stored is not None:
-            plan = {**stored.config["regions"], "outcome": outcome.as_json()}
-            runs.set_bench_config(bench_id, {**stored.config, "regions": plan})
+    outcome.bench_id = bench_id
+    stored = runs.get_bench(bench_id) if bench_id is not None else None
+    if stored is not None:  # the model's verdict, for the report
+        plan = {**stored.config["regions"], "outcome": outcome.as_json()}
+        runs.set_bench_config(stored.bench_id, {**stored.config, "regions": plan})
     return outcome
+
+
+def _model_to_search(
+    runs: Any,
+    task: str | Path | None,
+    count: int,
+    resume: str | None,
+    settings: dict[str, Any],
+    output: str | Path | None,
+    say: Callable[[str], None],
+) -> tuple[Regions, int, Path, str | None, dict[str, Any], str | Path | None]:
+    """A new model's regions (probed now, problems to go under ``MAXCODE_HOME/regions``), or a
+    stopped search's (``resume``: cut again from its stored probe report): the regions, how
+    many to search, their folder, the bench (None: not recorded yet), the settings and ``-o``."""
+    import time
+
+    from maxcode.home import maxcode_home
+    from maxcode.kinds.kernelbench.backends import resolve_device
+    from maxcode.regions import cut_regions, find_regions
+
+    if resume is None:
+        if count < 1:
+            raise MaxcodeError("--regions: at least 1")
+        path = Path(str(task))
+        scale = float(settings.pop("scale", None) or 1.0)
+        device = resolve_device(str(settings.get("device") or "auto"))
+        found = find_regions(path, scale=scale, device=device)
+        folder = maxcode_home() / "regions" / f"{path.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+        return found, count, folder, None, settings, output
+    bench = _regions_bench(runs, resume)
+    if bench is None or settings:
+        raise MaxcodeError(
+            RESUMED_BENCH_TAKES if bench else f"{resume!r} is no model's search in {runs.path}"
+        )
+    plan = bench.config["regions"]
+    found = cut_regions(
+        Path(plan["model"]), plan["scale"], plan["device"], plan["report"], plan["source"]
+    )
+    say(f"resuming the regions of {plan['model']}: bench {bench.bench_id}")
+    folder = Path(plan["folder"])
+    return (
+        found,
+        int(plan["count"]),
+        folder,
+        bench.bench_id,
+        dict(bench.config),
+        output or plan["output"],
+    )
+
+
+def _new_regions_bench(
+    runs: Any,
+    problems: list[str],
+    settings: dict[str, Any],
+    method: str | None,
+    maxcode: bool,
+    plan: dict[str, Any],
+) -> str:
+    """The bench of a model's region searches: one run per problem with ``method``, side by
+    side (``concurrency``: all of them unless given), the model's budgets shared out among
+    them, and ``plan`` (the model, its cut, where the problems are) stored with it."""
+    from maxcode.search.bench.run import new_bench
+    from maxcode.search.config import SearchConfig, maxcode_variant
+
+    chosen = {"concurrency": len(problems), **settings}
+    for name in MODEL_BUDGETS:
+        if chosen.get(name):
+            share = chosen[name] / len(problems)
+            chosen[name] = share if name == "max_usd" else max(1, int(share))
+    label = method or str(SearchConfig.model_fields["method"].default)
+    if maxcode:
+        chosen, label = maxcode_variant(chosen), f"{label}+maxcode"
+    return new_bench(runs, problems, [label], chosen, 1, extra={"regions": plan})
 
 
 def bench(

@@ -193,7 +193,9 @@ def search_options(function: F) -> F:
     help=f"Search method (default: {SearchConfig.model_fields['method'].default}).",
 )
 @search_options
-@click.option("--resume", "resume_id", help="Continue a stopped or killed run.")
+@click.option(
+    "--resume", "resume_id", help="Continue a stopped or killed run (or --regions search)."
+)
 @click.option(
     "--output",
     "-o",
@@ -225,9 +227,9 @@ def optimize_command(
     """Search for a faster version of TASK's program.
 
     With --regions N, TASK is a whole model (a KernelBench-format file): its top N regions are
-    searched one after the other with these settings, each kernel surely faster alone is put
-    into the model and judged there, and the model with the kernels kept is judged against the
-    original; -o names the stitched model's file."""
+    searched side by side with these settings (one stored bench), each kernel surely faster
+    alone is put into the model and judged there, and the model with the kernels kept is judged
+    against the original; -o names the stitched model's file."""
     from maxcode.api import RESUMED_RUN_TAKES, optimize
     from maxcode.search.driver import RESUMABLE_SETTINGS, RunSummary
 

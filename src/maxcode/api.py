@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from maxcode.regions.search import ModelOutcome
     from maxcode.search.driver import RunSummary
     from maxcode.search.loop import StepReport
+    from maxcode.store import BenchRecord, RunStore
     from maxcode.tasks import Task
     from maxcode.types import Feedback
 
@@ -151,23 +152,6 @@ def optimize(
 def optimize(
     task: str | Path | None = None,
     *,
-    resume: str,
-    model: str | None = None,
-    method: str | None = None,
-    store: str | Path | None = None,
-    output: str | Path | None = None,
-    maxcode: bool = False,
-    regions: int | None = None,
-    on_step: Callable[[StepReport], None] = ...,
-    say: Callable[[str], None] = ...,
-    **settings: Any,
-) -> RunSummary | ModelOutcome: ...
-
-
-@overload
-def optimize(
-    task: str | Path | None = None,
-    *,
     resume: str | None = None,
     model: str | None = None,
     method: str | None = None,
@@ -213,16 +197,18 @@ def optimize(
     and ``resume=BENCH_ID`` continues it (and returns a ``ModelOutcome``)."""
     from maxcode.store import open_store
 
-    regions_bench = None
-    if resume is not None and regions is None:
-        regions_bench = _regions_bench(open_store(store), resume)
+    runs = open_store(store)
+    regions_bench = _regions_bench(runs, resume) if resume is not None else None
     if regions is not None or regions_bench is not None:
-        if resume is not None and (task is not None or model or method or maxcode):
+        if resume is not None and regions_bench is None:
+            raise MaxcodeError(f"{resume!r} is no model's search in {runs.path}")
+        others = set(settings) - {"base_url"}
+        if resume is not None and (task is not None or model or method or maxcode or others):
             raise MaxcodeError(RESUMED_BENCH_TAKES)
         if resume is None and task is None:
             raise MaxcodeError("--regions: name the MODEL file")
         return _optimize_regions(
-            task, regions or 0, resume, model, method, store, output, maxcode, say, settings
+            task, regions or 0, regions_bench, model, method, runs, output, maxcode, say, settings
         )
     from maxcode.kinds import check_timing_settings
     from maxcode.search.config import make_config, maxcode_variant
@@ -240,7 +226,6 @@ def optimize(
     # Timing settings read from the environment when candidates are timed: a bad one is an
     # error now, before a run is recorded, not at the first evaluation.
     check_timing_settings()
-    runs = open_store(store)
     if resume is None:
         chosen = {**settings, "base_url": base_url}
         chosen.update(
@@ -265,15 +250,13 @@ def optimize(
         raise RunInterrupted(resume) from None
 
 
-def _regions_bench(runs: Any, resume: str) -> Any:
+def _regions_bench(runs: RunStore, resume: str) -> BenchRecord | None:
     """The stored whole-model search ``resume`` names, if it names one (not a run)."""
-    from maxcode.errors import MaxcodeError as Refused
-
     try:
         if runs.get_run(resume) is not None:
             return None
         bench = runs.get_bench(resume)
-    except Refused:
+    except MaxcodeError:  # an ambiguous prefix: the run's own path says so
         return None
     return bench if bench is not None and "regions" in bench.config else None
 
@@ -281,10 +264,10 @@ def _regions_bench(runs: Any, resume: str) -> Any:
 def _optimize_regions(
     task: str | Path | None,
     count: int,
-    resume: str | None,
+    resumed: BenchRecord | None,
     model: str | None,
     method: str | None,
-    store: str | Path | None,
+    runs: RunStore,
     output: str | Path | None,
     maxcode: bool,
     say: Callable[[str], None],
@@ -292,18 +275,16 @@ def _optimize_regions(
 ) -> ModelOutcome:
     """``optimize(task, regions=count)``: the regions' searches are one stored bench (one
     method, one trial each), run side by side, sharing every setting but the scale (a region's
-    problem is written at the model's scale already); ``resume`` continues such a bench and
-    judges its model."""
+    problem is written at the model's scale already); ``resumed`` is such a bench, continued
+    and its model judged."""
     from maxcode.harness.settings import EvalRequest
     from maxcode.regions.search import optimize_regions, write_problems
     from maxcode.search.bench.run import run_bench
     from maxcode.search.driver import summarize
-    from maxcode.store import open_store
 
-    runs = open_store(store)
     base_url = settings.pop("base_url", None)
     found, count, folder, bench_id, settings, output = _model_to_search(
-        runs, task, count, resume, settings, output, say
+        task, count, resumed, settings, output, say
     )
     outcomes = write_problems(found, count, folder, say)
     problems = [str(outcome.problem) for outcome in outcomes if outcome.problem]
@@ -362,16 +343,15 @@ def _optimize_regions(
 
 
 def _model_to_search(
-    runs: Any,
     task: str | Path | None,
     count: int,
-    resume: str | None,
+    resumed: BenchRecord | None,
     settings: dict[str, Any],
     output: str | Path | None,
     say: Callable[[str], None],
 ) -> tuple[Regions, int, Path, str | None, dict[str, Any], str | Path | None]:
     """A new model's regions (probed now, problems to go under ``MAXCODE_HOME/regions``), or a
-    stopped search's (``resume``: cut again from its stored probe report): the regions, how
+    stopped search's (``resumed``: cut again from its stored probe report): the regions, how
     many to search, their folder, the bench (None: not recorded yet), the settings and ``-o``."""
     import time
 
@@ -379,7 +359,7 @@ def _model_to_search(
     from maxcode.kinds.kernelbench.backends import resolve_device
     from maxcode.regions import cut_regions, find_regions
 
-    if resume is None:
+    if resumed is None:
         if count < 1:
             raise MaxcodeError("--regions: at least 1")
         path = Path(str(task))
@@ -388,29 +368,17 @@ def _model_to_search(
         found = find_regions(path, scale=scale, device=device)
         folder = maxcode_home() / "regions" / f"{path.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
         return found, count, folder, None, settings, output
-    bench = _regions_bench(runs, resume)
-    if bench is None or settings:
-        raise MaxcodeError(
-            RESUMED_BENCH_TAKES if bench else f"{resume!r} is no model's search in {runs.path}"
-        )
-    plan = bench.config["regions"]
+    plan = resumed.config["regions"]
     found = cut_regions(
         Path(plan["model"]), plan["scale"], plan["device"], plan["report"], plan["source"]
     )
-    say(f"resuming the regions of {plan['model']}: bench {bench.bench_id}")
-    folder = Path(plan["folder"])
-    return (
-        found,
-        int(plan["count"]),
-        folder,
-        bench.bench_id,
-        dict(bench.config),
-        output or plan["output"],
-    )
+    say(f"resuming the regions of {plan['model']}: bench {resumed.bench_id}")
+    folder, settings = Path(plan["folder"]), dict(resumed.config)
+    return found, int(plan["count"]), folder, resumed.bench_id, settings, output or plan["output"]
 
 
 def _new_regions_bench(
-    runs: Any,
+    runs: RunStore,
     problems: list[str],
     settings: dict[str, Any],
     method: str | None,

@@ -197,10 +197,12 @@ def optimize(
     and ``resume=BENCH_ID`` continues it (and returns a ``ModelOutcome``)."""
     from maxcode.store import open_store
 
-    runs = open_store(store)
-    regions_bench = _regions_bench(runs, resume) if resume is not None else None
+    # Opened first only to tell a model's search from a run: a bad setting is refused before
+    # anything is written (timing settings below, a model that does not run at its probe).
+    runs = open_store(store) if resume is not None else None
+    regions_bench = _regions_bench(runs, resume) if runs is not None and resume else None
     if regions is not None or regions_bench is not None:
-        if resume is not None and regions_bench is None:
+        if runs is not None and regions_bench is None:
             raise MaxcodeError(f"{resume!r} is no model's search in {runs.path}")
         others = set(settings) - {"base_url"}
         if resume is not None and (task is not None or model or method or maxcode or others):
@@ -208,8 +210,9 @@ def optimize(
         if resume is None and task is None:
             raise MaxcodeError("--regions: name the MODEL file")
         return _optimize_regions(
-            task, regions or 0, regions_bench, model, method, runs, output, maxcode, say, settings
-        )
+            task, regions or 0, regions_bench, model, method, runs or store, output, maxcode, say,
+            settings,
+        )  # fmt: skip
     from maxcode.kinds import check_timing_settings
     from maxcode.search.config import make_config, maxcode_variant
     from maxcode.search.driver import RESUMABLE_SETTINGS, new_run, run_search
@@ -226,6 +229,7 @@ def optimize(
     # Timing settings read from the environment when candidates are timed: a bad one is an
     # error now, before a run is recorded, not at the first evaluation.
     check_timing_settings()
+    runs = runs or open_store(store)
     if resume is None:
         chosen = {**settings, "base_url": base_url}
         chosen.update(
@@ -267,7 +271,7 @@ def _optimize_regions(
     resumed: BenchRecord | None,
     model: str | None,
     method: str | None,
-    runs: RunStore,
+    store: RunStore | str | Path | None,
     output: str | Path | None,
     maxcode: bool,
     say: Callable[[str], None],
@@ -276,16 +280,18 @@ def _optimize_regions(
     """``optimize(task, regions=count)``: the regions' searches are one stored bench (one
     method, one trial each), run side by side, sharing every setting but the scale (a region's
     problem is written at the model's scale already); ``resumed`` is such a bench, continued
-    and its model judged."""
+    and its model judged; ``store`` the store it is in (opened once the model has run)."""
     from maxcode.harness.settings import EvalRequest
     from maxcode.regions.search import optimize_regions, write_problems
     from maxcode.search.bench.run import run_bench
     from maxcode.search.driver import summarize
+    from maxcode.store import RunStore, open_store
 
     base_url = settings.pop("base_url", None)
     found, count, folder, bench_id, settings, output = _model_to_search(
         task, count, resumed, settings, output, say
     )
+    runs = store if isinstance(store, RunStore) else open_store(store)
     outcomes = write_problems(found, count, folder, say)
     problems = [str(outcome.problem) for outcome in outcomes if outcome.problem]
     if bench_id is None and problems:

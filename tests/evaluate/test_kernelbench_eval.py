@@ -6,10 +6,13 @@ scored wrong, or its score is what it really costs, and the finding is in ``flag
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,7 @@ from typing import Any
 import pytest
 
 from maxcode.harness.integrity import void_findings
-from maxcode.harness.turns import timing_cpu
+from maxcode.harness.turns import CpuTurn, timing_cpu
 from maxcode.kinds import evaluate_task
 from maxcode.kinds.kernelbench.schedule import Round
 from maxcode.kinds.load import load_task
@@ -27,6 +30,7 @@ from tests.helpers import (
     ROW_BY_ROW,
     SUITE_ROUNDS,
     make_hermetic,
+    processes_of_this_test,
     run_maxcode,
     write_problem,
 )
@@ -444,20 +448,58 @@ def test_both_workers_of_a_round_share_the_layout_drawn_for_it(tmp_path: Path) -
 
 
 @pytest.mark.parametrize("rounds", [1, 2])
-def test_both_workers_run_the_task_on_the_timing_cpu_alone(tmp_path: Path, rounds: int) -> None:
-    """Everything of the task and the candidate runs on the timing CPU alone, from their
-    import on: pinned by the sandbox from the start (rounds forked from zygotes), or by the
-    worker itself once torch is loaded (one round, runner ``pins_late``). The problem adds 1
-    where its module was imported on that CPU alone, the candidate 2 * that - 1: right only
-    where both were."""
-    cpu = timing_cpu()
-    if cpu is None:
+def test_both_workers_run_the_task_on_one_cpu(tmp_path: Path, rounds: int) -> None:
+    """Everything of the task and the candidate runs on one CPU, from their import on: the
+    timing CPU when the round holds its turn (pinned by the sandbox or the zygote's fork, or by
+    the worker once torch is loaded: runner ``pins_late``), another one while it waits for the
+    turn (runner ``elsewhere``). The problem adds 1 where its module was imported on one CPU,
+    the candidate 2 * that - 1: right only where both were."""
+    if timing_cpu() is None:
         pytest.skip("one CPU here: nothing to pin to")
-    probe = f"import os\nPINNED = int(os.sched_getaffinity(0) == {{{cpu}}})\n"
+    probe = "import os\nPINNED = int(len(os.sched_getaffinity(0)) == 1)\n"
     problem = write_problem(tmp_path, "return x + PINNED")
     problem.write_text(probe + problem.read_text())
     both = model_new("return x + (2 * PINNED - 1)", imports=probe)
     assert judge(both, problem, repeats=2, rounds=rounds).correct
+
+
+@pytest.mark.parametrize("rounds", [1, 2])
+def test_a_round_that_finds_the_turn_taken_starts_on_another_cpu(rounds: int) -> None:
+    """While another evaluation holds the timing CPU's turn (this test, here), a round's workers
+    start up and check on another CPU, never on the timing CPU; once the turn is free they time
+    on the timing CPU (else the judge's affinity check would void it: ``cpu:``), and the wait
+    shows as ``phases.turn``."""
+    cpu = timing_cpu()
+    if cpu is None:
+        pytest.skip("one CPU here: nothing to pin to")
+    held = CpuTurn(cpu)
+    held.take()
+    try:
+        elsewhere = held.elsewhere
+        if not elsewhere:
+            pytest.skip("no other CPU's turn is free here")
+        done: dict[str, Feedback] = {}
+        judged = threading.Thread(
+            target=lambda: done.update(feedback=judge(CHEATS / "honest.py", rounds=rounds))
+        )
+        judged.start()
+        seen: dict[str, set[int]] = {}
+        deadline = time.monotonic() + 120
+        while len(seen) < 2 and judged.is_alive() and time.monotonic() < deadline:
+            for pid in processes_of_this_test("harness/worker"):
+                with contextlib.suppress(OSError):
+                    executable = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+                    if executable == sys.executable.encode():  # not the sandbox around it
+                        seen[pid] = os.sched_getaffinity(int(pid))
+            time.sleep(0.05)
+    finally:
+        held.release()
+    judged.join()
+    assert len(seen) >= 2, seen  # both workers (or zygotes) seen while the turn was held
+    assert all(allowed == set(elsewhere) for allowed in seen.values()), (seen, elsewhere)
+    feedback = done["feedback"]
+    assert feedback.correct and feedback.suspect is None, feedback.flags
+    assert feedback.phases["turn"] > 0
 
 
 _LAYOUT_PROBE = """
@@ -558,6 +600,16 @@ def test_a_candidate_that_turns_huge_pages_back_on_is_void() -> None:
     feedback = judge(CHEATS / "huge_pages.py")
     assert feedback.correct and feedback.speedup == 0.0
     assert feedback.suspect is not None and feedback.suspect.startswith("memory:"), feedback.flags
+
+
+def test_a_candidate_that_moves_its_timed_calls_to_another_cpu_is_void() -> None:
+    """``other_cpu.py`` moves itself off the timing CPU once its timed calls begin, to one other
+    CPU (its CPU clock stays within host time): the parent reads its threads' affinity."""
+    if timing_cpu() is None:
+        pytest.skip("one CPU here: nowhere else to go")
+    feedback = judge(CHEATS / "other_cpu.py")
+    assert feedback.correct and feedback.speedup == 0.0
+    assert feedback.suspect is not None and feedback.suspect.startswith("cpu:"), feedback.flags
 
 
 def test_a_candidate_that_never_returns_is_killed(tmp_path: Path) -> None:

@@ -5,7 +5,8 @@
  *                M [ARGC ARGV...] x M ISOLATE K [KIND PATH] x K
  *
  * LIMITS is "AS:CPU:FSIZE:NPROC:PIN": address space and file size in bytes, CPU seconds,
- * process count, and the CPU to pin every run to; -1 leaves one unset. They are applied to
+ * process count, and the CPUs to pin every run to (a list such as 3 or 0,2); -1 leaves one
+ * unset. They are applied to
  * each run's process (root ignores a process-count limit: the caller runs this as a uid of
  * the run's own).
  *
@@ -237,6 +238,24 @@ static void isolate_run(const struct mount_entry *entries, int count, const char
         isolation_failed("fresh", dir);
 }
 
+/* The CPUs of LIMITS' PIN field ("-1": none, else numbers separated by commas) into *set,
+ * *any set when there is one; -1 for a malformed list. */
+static int parse_cpus(const char *text, cpu_set_t *set, int *any) {
+    if (strcmp(text, "-1") == 0) return 0;
+    const char *at = text;
+    while (*at) {
+        char *end;
+        long cpu = strtol(at, &end, 10);
+        if (end == at || cpu < 0 || cpu >= CPU_SETSIZE) return -1;
+        CPU_SET((int)cpu, set);
+        *any = 1;
+        if (*end == ',') end++;
+        else if (*end != '\0') return -1;
+        at = end;
+    }
+    return *any ? 0 : -1;
+}
+
 static long long children_cpu_us(void) {
     struct rusage usage;
     memset(&usage, 0, sizeof usage);
@@ -257,9 +276,14 @@ int main(int argc, char **argv) {
                      : strcmp(argv[2], "uid") == 0 ? MODE_UID
                                                    : MODE_GROUP;
     long timeout_ms = atol(argv[3]);
-    long long limit_as = -1, limit_cpu = -1, limit_fsize = -1, limit_nproc = -1, pin = -1;
-    if (sscanf(argv[4], "%lld:%lld:%lld:%lld:%lld", &limit_as, &limit_cpu, &limit_fsize,
-               &limit_nproc, &pin) != 5) {
+    long long limit_as = -1, limit_cpu = -1, limit_fsize = -1, limit_nproc = -1;
+    char pins[1024];
+    cpu_set_t pinned;
+    int pin = 0;
+    CPU_ZERO(&pinned);
+    if (sscanf(argv[4], "%lld:%lld:%lld:%lld:%1023s", &limit_as, &limit_cpu, &limit_fsize,
+               &limit_nproc, pins) != 5 ||
+        parse_cpus(pins, &pinned, &pin) != 0) {
         fprintf(stderr, "maxcode-init: bad limits %s\n", argv[4]);
         return 125;
     }
@@ -295,12 +319,7 @@ int main(int argc, char **argv) {
         entries[k].kind = argv[at++];
         entries[k].path = argv[at++];
     }
-    if (pin >= 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET((int)pin, &set);
-        sched_setaffinity(0, sizeof set, &set);
-    }
+    if (pin) sched_setaffinity(0, sizeof pinned, &pinned);
     prctl(PR_SET_DUMPABLE, 0);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     fcntl(status_fd, F_SETFD, FD_CLOEXEC);

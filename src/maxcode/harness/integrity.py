@@ -71,6 +71,12 @@ RULES: dict[str, Rule] = {
         ),
         Rule("threads", "void", "threads started, or torch's thread count changed, while timed"),
         Rule(
+            "cpu",
+            "void",
+            "the candidate's process could run off the timing CPU while timed (its CPU "
+            "affinity changed; KernelBench)",
+        ),
+        Rule(
             "memory",
             "void",
             "the candidate's process ran on memory the reference's was not given (huge pages "

@@ -50,6 +50,8 @@ from maxcode.errors import MaxcodeError
 
 Isolation = Literal["bwrap", "unshare", "rlimits"]
 """The isolation levels, strongest first (the one definition of their names)."""
+Pin = int | frozenset[int] | None
+"""The CPUs a run is pinned to: one, several, or None (any)."""
 IsolationChoice = Literal["auto", Isolation]
 """A level, or ``auto``: the strongest that works here (never a weaker one silently)."""
 ISOLATION_LEVELS: tuple[Isolation, ...] = get_args(Isolation)
@@ -326,7 +328,7 @@ class Sandbox:
         stdin: Path | None = None,
         readonly: Sequence[Path] = (),
         limits: Limits | None = None,
-        cpu: int | None = None,
+        cpu: Pin = None,
         env: Mapping[str, str] | None = None,
         hidden: Sequence[Path] = (),
     ) -> SandboxResult:
@@ -343,7 +345,7 @@ class Sandbox:
         *,
         readonly: Sequence[Path] = (),
         limits: Limits | None = None,
-        cpu: int | None = None,
+        cpu: Pin = None,
         env: Mapping[str, str] | None = None,
         writable: Sequence[Path] = (),
         devices: Sequence[str] = (),
@@ -357,16 +359,16 @@ class Sandbox:
         run leaves behind (processes, files in its private folder) does not reach the next.
         ``readonly`` paths are visible read-only (even ones behind folders closed to the run's
         uid, such as an interpreter under ``/root``); ``writable`` folders are shared by the
-        runs (a build cache); ``devices`` are device nodes the runs may open (a GPU);
-        ``cpu`` pins every run to one CPU (a request: the judge compares CPU time with wall
-        time); ``hidden`` folders (expected outputs) are covered where the level shows the
-        host's file system; ``on_start`` is told the pid of the process that starts the batch
-        (its runs are below it, under the init). Every run starts with no state from an
-        earlier one: its own ipc and mount namespaces, and (when private) an empty folder of
-        its own. More than ``RUNS_PER_START`` runs take several starts, one after the other.
-        The first run that reaches its wall limit ends the batch: the runs after it are not
-        run (each would cost its whole limit, and none can change a verdict the timeout has
-        decided) and come back as the init never reported them (killed, no time).
+        runs (a build cache); ``devices`` are device nodes the runs may open (a GPU); ``cpu``
+        pins every run to one CPU or to a set of them (a request: the judge compares CPU time
+        with wall time); ``hidden`` folders (expected outputs) are covered where the level shows
+        the host's file system; ``on_start`` is told the pid of the process that starts the
+        batch (its runs are below it, under the init). Every run starts with no state from an
+        earlier one: its own ipc and mount namespaces, and (when private) an empty folder of its
+        own. More than ``RUNS_PER_START`` runs take several starts, one after the other. The
+        first run that reaches its wall limit ends the batch: the runs after it are not run
+        (each would cost its whole limit, and none can change a verdict the timeout has decided)
+        and come back as the init never reported them (killed, no time).
         """
         limits = limits or Limits()
         if argv is None and any(run.argv is None for run in runs):
@@ -517,7 +519,7 @@ class _Batch:
         self,
         readonly: Sequence[Path],
         limits: Limits,
-        cpu: int | None,
+        cpu: Pin,
         env: Mapping[str, str],
         on_start: Callable[[int], None] | None = None,
     ) -> list[SandboxResult]:
@@ -592,7 +594,7 @@ class _Batch:
         self,
         readonly: Sequence[Path],
         limits: Limits,
-        cpu: int | None,
+        cpu: Pin,
         environment: dict[str, str],
         reach: str,
         opened: list[int],
@@ -760,7 +762,7 @@ def reported_result(
     )
 
 
-def _limits_arg(limits: Limits, cpu: int | None, uid: int | None) -> str:
+def _limits_arg(limits: Limits, cpu: Pin, uid: int | None) -> str:
     """The init's LIMITS argument: AS:CPU:FSIZE:NPROC:PIN, -1 for unset."""
     fields = [
         -1 if limits.memory_bytes is None else limits.memory_bytes,
@@ -768,9 +770,9 @@ def _limits_arg(limits: Limits, cpu: int | None, uid: int | None) -> str:
         limits.file_size_bytes,
         # Root ignores the process-count limit; only a run with a uid of its own gets one.
         limits.processes if uid is not None else -1,
-        -1 if cpu is None else cpu,
     ]
-    return ":".join(str(field) for field in fields)
+    pins = [cpu] if isinstance(cpu, int) else sorted(cpu or ())
+    return ":".join([*(str(field) for field in fields), ",".join(map(str, pins)) or "-1"])
 
 
 _FRESH_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")

@@ -2,7 +2,8 @@
 worker says of its own is trusted): the kernel's CPU clock per process, which does not run
 while another program holds the CPU, so work moved out of the timed calls shows with little of
 the load's noise. The worker is found in ``/proc`` below the run's ``maxcode-init``
-(``find_worker``); its other processes (``others_ns``) and huge pages (``huge_pages``) too.
+(``find_worker``); its other processes (``others_ns``), huge pages (``huge_pages``) and CPU
+affinity (``pinned``) too.
 """
 
 from __future__ import annotations
@@ -31,6 +32,16 @@ def running(pid: int) -> bool:
     except OSError:
         return False
     return raw[raw.rfind(b")") + 2 : raw.rfind(b")") + 3] == b"R"
+
+
+def pinned(pid: int, cpu: int) -> bool | None:
+    """Whether every thread of process ``pid`` may run on CPU ``cpu`` alone (None: it is gone,
+    or its threads cannot be read)."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+        return all(os.sched_getaffinity(int(thread)) == {cpu} for thread in threads)
+    except (OSError, ValueError):
+        return None
 
 
 class _Process(NamedTuple):

@@ -7,7 +7,6 @@ its seconds went (``PHASES``).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.resources
 import os
@@ -23,7 +22,7 @@ from pydantic import ValidationError
 from maxcode.errors import MaxcodeError, TaskError
 from maxcode.harness.integrity import finding
 from maxcode.harness.sandbox import Sandbox, hidden_from_others
-from maxcode.harness.turns import cpu_turn, timing_cpu
+from maxcode.harness.turns import CpuTurn, timing_cpu
 from maxcode.kinds.kernelbench import ncu, roofline, rounds
 from maxcode.kinds.kernelbench.backends import check_device
 from maxcode.kinds.kernelbench.evidence import Ran
@@ -255,23 +254,53 @@ def _run_both(
 ) -> tuple[Ran, Ran, Any]:
     """Both workers at once, their conversations on ``window``; returns both runs and the
     parent's torch. The window opens once the parent's torch is imported (while the workers
-    start up) and the timing CPU is held; the reference's baselines follow the pairs
-    (``torch.compile`` when asked and not kept: ``no_compile_kept``)."""
+    start up); its first chunk waits for the timing CPU's turn, unless the round took it at
+    once, when nobody held it, and started its workers on that CPU (else they start on the
+    others and move to it then: ``turns.CpuTurn``). The reference's baselines follow the
+    pairs (``torch.compile`` when asked and not kept: ``no_compile_kept``)."""
+    turn = CpuTurn(runner.cpu if runner.settings.device == "cpu" else None)
+    if not turn.now() and not turn.elsewhere:
+        turn.take()  # no other CPU to start on
+    if not turn.held:
+        runner = replace(runner, elsewhere=turn.elsewhere)
+    window.turns.before_timing = turn.take
+    try:
+        return _launch_both(
+            window, runner, job, candidate, pair, torch, clock, no_compile_kept, turn.held
+        )
+    finally:
+        turn.release()
+
+
+def _launch_both(
+    window: Round,
+    runner: WorkerRunner,
+    job: Job,
+    candidate: str,
+    pair: Zygotes | None,
+    torch: Any,
+    clock: PhaseClock,
+    no_compile_kept: bool,
+    pin_now: bool,
+) -> tuple[Ran, Ran, Any]:
+    """``_run_both``'s launch of the two workers (``pin_now``: on the timing CPU, the round
+    holds its turn), and their runs."""
     task, settings = runner.task, runner.settings
     common = job.spec(task, settings)
     measure_compile = settings.compile_baseline and no_compile_kept
     phases = (Phase.PAIRS, Phase.IDENTITY) + ((Phase.COMPILE,) if measure_compile else ())
     known = roofline.known(roofline.roofline_key(task, settings)) is not None
     cache = cache_folder("cand", candidate)
+    cpu = runner.cpu if settings.device == "cpu" else None
     sides = {
         Side.REFERENCE: (
-            Conversation(window, Side.REFERENCE, job.seeds.check, phases),
+            Conversation(window, Side.REFERENCE, job.seeds.check, phases, cpu),
             replace(common, compile_baseline=measure_compile, roofline=not known),
             cache_folder("ref", task.reference),
             2 * task.timeout_s + settings.budget_s,
         ),
         Side.CANDIDATE: (
-            Conversation(window, Side.CANDIDATE, job.seeds.check, (Phase.PAIRS,)),
+            Conversation(window, Side.CANDIDATE, job.seeds.check, (Phase.PAIRS,), cpu),
             common,
             cache,
             task.timeout_s + settings.budget_s,
@@ -282,7 +311,6 @@ def _run_both(
     with (
         sole_user(cache),
         device_turn(settings.device),
-        contextlib.ExitStack() as turn,
         ThreadPoolExecutor(2, thread_name_prefix="maxcode-kb") as pool,
     ):
         if settings.device == "cuda":
@@ -291,7 +319,8 @@ def _run_both(
         for side, (conversation, spec, folder, wall_s) in sides.items():
             if pair is not None:
                 forked = pair.side(side).run
-                running[side] = pool.submit(forked, spec, conversation, wall_s, job.seeds.layout)
+                layout = job.seeds.layout
+                running[side] = pool.submit(forked, spec, conversation, wall_s, layout, pin_now)
             else:
                 running[side] = pool.submit(
                     runner.run,
@@ -306,7 +335,6 @@ def _run_both(
             if torch is None:  # imported while the workers start up, before any timing
                 import torch
             window.compare_with(Comparer(torch, settings.tolerance))
-            turn.enter_context(cpu_turn(runner.cpu if settings.device == "cpu" else None))
         finally:
             window.turns.open()
         return running[Side.REFERENCE].result(), running[Side.CANDIDATE].result(), torch
@@ -345,7 +373,9 @@ PHASES = {
     "startup": "until both workers are ready: interpreters, torch, the problem and the "
     "candidate imported (its extensions built or loaded), models built, warm-up",
     "build": "within startup: the candidate's import by its worker's clock (build or cache)",
-    "checks": "the check seeds run twice on both sides, until the first timed chunk",
+    "checks": "the check seeds run twice on both sides, until the first timed chunk was due",
+    "turn": "on a CPU: waiting for the timing CPU's turn, which another evaluation on this "
+    "machine held for its timed window (``turns.CpuTurn``)",
     "timing": "the alternated timed chunks of both sides, until the interval was narrow",
     "calls": "within timing: the timed calls themselves, both sides (their own seconds)",
     "inputs": "within timing: making the timed calls' inputs, both sides (host time)",
@@ -384,8 +414,10 @@ class PhaseClock:
         ready = [c.ready_at for c in conversations if c is not None and c.ready_at is not None]
         if len(ready) == 2:
             self.mark("startup", max(ready))
+        if turns.due_ns is not None:
+            self.mark("checks", turns.due_ns)
         if turns.started_ns is not None:
-            self.mark("checks", turns.started_ns)
+            self.mark("turn", turns.started_ns)
         if turns.stopped_ns is not None:
             self.mark("timing", turns.stopped_ns)
         self.mark("finish", ended)

@@ -514,7 +514,8 @@ class Judge:
         return speedup, interval, candidate_cost
 
     def _resources(self, candidate: Ran) -> None:
-        """Threads the candidate started, CPU time beyond its one CPU, other processes."""
+        """Threads the candidate started, CPU time beyond its one CPU or off the timing CPU,
+        other processes."""
         report, result, conversation = candidate.report, candidate.sandbox, candidate.conversation
         assert report is not None
         before, after = report.threads_before or 0, report.threads_after or 0
@@ -531,6 +532,13 @@ class Judge:
         # On CUDA the driver's threads run beside the calls.
         if conversation is not None and self.settings.device == "cpu":
             self._one_cpu(conversation.measured(Phase.PAIRS))
+            if conversation.strayed:
+                self.verdict.flag(
+                    "cpu",
+                    f"at the end of {conversation.strayed} timed chunk(s) the candidate's "
+                    "process could run on other CPUs than the timing CPU (it changed its CPU "
+                    "affinity; the reference's ran on the timing CPU alone)",
+                )
         others = conversation.others_s() if conversation else None
         if others is not None and others > OTHERS_SLACK_S:
             self.verdict.flag(

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from maxcode.kinds.kernelbench.cpuclock import (
     HugePages,
     find_worker,
+    pinned,
     huge_pages,
     others_ns,
     process_cpu_ns,
@@ -174,9 +175,18 @@ class Conversation:
     """The parent's end of one worker run's descriptor 3 (see the module's docstring)."""
 
     def __init__(
-        self, round: Round, side: Side, check_seeds: list[int], phases: tuple[Phase, ...]
+        self,
+        round: Round,
+        side: Side,
+        check_seeds: list[int],
+        phases: tuple[Phase, ...],
+        cpu: int | None = None,
     ) -> None:
         self.round, self.side, self.check_seeds, self.phases = round, side, check_seeds, phases
+        self.cpu = cpu
+        """The timing CPU the worker's timed chunks must run on alone (None: not pinned)."""
+        self.strayed = 0
+        """Timed chunks at whose end a thread of the worker could run on another CPU."""
         self._ours, self._theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.ready_at: int | None = None
         self.chunks: dict[tuple[Phase, int], Chunk] = {}
@@ -334,6 +344,8 @@ class Conversation:
             self._send({"go": True})
         elif isinstance(message, End):
             chunk.host["end"], chunk.cpu["end"] = now, self._cpu()
+            if self.cpu is not None and self.processes is not None:
+                self.strayed += pinned(self.processes[1], self.cpu) is False
             if len(message.times) != chunk.calls:
                 raise ValueError(f"{len(message.times)} times for {chunk.calls} calls")
             chunk.times = list(message.times)

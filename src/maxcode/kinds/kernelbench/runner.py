@@ -30,6 +30,7 @@ from typing import Any
 from maxcode.harness.runs import python_paths
 from maxcode.harness.sandbox import (
     Limits,
+    Pin,
     Run,
     Sandbox,
     SandboxResult,
@@ -38,7 +39,7 @@ from maxcode.harness.sandbox import (
     make_scratch,
     reported_result,
 )
-from maxcode.harness.turns import gpu_turn
+from maxcode.harness.turns import CpuTurn, gpu_turn
 from maxcode.home import cache_dir
 from maxcode.kinds.kernelbench.evidence import Ran
 from maxcode.kinds.kernelbench.listener import Conversation
@@ -180,6 +181,10 @@ class WorkerRunner:
     """The round's layout seed (``Seeds.layout``), the same for all of its runs."""
     headers: Path | None = None
     """The precompiled torch headers the candidate's builds may use (``headers``)."""
+    elsewhere: frozenset[int] = frozenset()
+    """Where the workers start when the round waits for ``cpu``'s turn (``turns.CpuTurn``):
+    there until their first timed chunk, then pinned to ``cpu`` (worker ``layout.pin``);
+    empty: started as ``pins_late`` says, the turn held."""
 
     def run(
         self,
@@ -270,16 +275,21 @@ class WorkerRunner:
         if self.headers is not None:
             environment["CPATH"] = str(self.headers)
             seen.append(self.headers)
-        late = self.pins_late()
-        if late:
+        where: Pin = self.cpu
+        if self.elsewhere:
             environment["MAXCODE_CPU"] = str(self.cpu)
+            environment["MAXCODE_PIN_AT"] = "timing"
+            where = self.elsewhere
+        elif self.pins_late():
+            environment["MAXCODE_CPU"] = str(self.cpu)
+            where = None
         return self.sandbox.run_batch(
             argv,
             [Run(workdir=workdir, aux_fd=aux)],
             readonly=seen,
             writable=[cache],
             limits=self.limits(wall_s),
-            cpu=None if late else self.cpu,
+            cpu=where,
             env=environment,
             devices=_gpu_devices() if cuda else (),
             on_start=on_start,
@@ -388,9 +398,18 @@ class Zygote:
         if self._theirs.fileno() != -1:
             self._theirs.close()
 
-    def run(self, spec: WorkerSpec, conversation: Conversation, wall_s: float, layout: int) -> Ran:
+    def run(
+        self,
+        spec: WorkerSpec,
+        conversation: Conversation,
+        wall_s: float,
+        layout: int,
+        pin_now: bool = True,
+    ) -> Ran:
         """One round's worker of this side: ``spec`` (the round's seeds), ``conversation`` on
-        its descriptor 3, killed after ``wall_s``, its layout shifted by ``layout``."""
+        its descriptor 3, killed after ``wall_s``, its layout shifted by ``layout``; pinned to
+        the timing CPU at once (``pin_now``: the round holds its turn) or at its first timed
+        chunk (a zygote started ``elsewhere``)."""
         self.forked += 1
         name = f"{self.role}-{self.forked}"
         spec_path = self.runner.write_spec(self.role, spec, name)
@@ -402,6 +421,7 @@ class Zygote:
             "layout": layout,
             "wall_s": wall_s,
             "cpu_s": limits.cpu_rlimit,
+            "pin": self.runner.cpu if pin_now else None,
         }
         answer: dict[str, Any] | None = None
         try:
@@ -505,7 +525,12 @@ class Zygotes:
         """Both zygotes, on ``cpu``, for the rounds one pair serves (``pair_wall_s``)."""
         job = Job.write(task, candidate)
         layout = Seeds.fresh().layout  # the evaluation's: the stack and torch's libraries
-        runner = WorkerRunner(sandbox, task, settings, job.folder, paths, cpu, layout, headers)
+        # Off the timing CPU, where another evaluation may be timing: each round's forks are
+        # pinned to it once the round holds its turn.
+        elsewhere = CpuTurn(cpu).elsewhere
+        runner = WorkerRunner(
+            sandbox, task, settings, job.folder, paths, cpu, layout, headers, elsewhere
+        )
         wall_s = pair_wall_s(task.timeout_s, settings)
         reference = Zygote(runner, "reference", cache_folder("ref", task.reference), wall_s)
         return cls(

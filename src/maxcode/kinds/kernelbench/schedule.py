@@ -11,6 +11,7 @@ import secrets
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from maxcode.harness.stats import chunk_pair_speedup
@@ -183,9 +184,14 @@ class Turns:
         self._phases: dict[Phase, list[int]] = {}
         self.times: dict[Side, list[list[float]]] = {Side.REFERENCE: [], Side.CANDIDATE: []}
         """Per-call seconds of each K chunk per side, as the workers claim them."""
+        self.before_timing: Callable[[], None] = lambda: None
+        """Called once, by the first chunk's side before it is granted: waits for the timing
+        CPU's turn (evaluator ``_run_both``)."""
+        self.due_ns: int | None = None
         self.started_ns: int | None = None
         self.stopped_ns: int | None = None
-        """When the first chunk was granted and the last pair ended."""
+        """When the first chunk was due, when it was granted (``before_timing`` done), and
+        when the last pair ended."""
         self.order: list[tuple[Side, Phase, int]] = []
         """Every chunk granted, in order: (side, phase, chunk)."""
 
@@ -202,12 +208,19 @@ class Turns:
                 self._turn.notify_all()
             while (calls := self._decide(side, phase, chunk)) is None:
                 self._turn.wait()
-            if calls:
-                self._busy = side
-                self.order.append((side, phase, chunk))
-                if self.started_ns is None:
-                    self.started_ns = time.perf_counter_ns()
-            return calls
+            if not calls:
+                return 0
+            self._busy = side  # the floor is this side's: no other chunk starts meanwhile
+            self.order.append((side, phase, chunk))
+            first = self.started_ns is None and self.due_ns is None
+            if first:
+                self.due_ns = time.perf_counter_ns()
+        if first:
+            # Outside the lock: the other side's conversation goes on (it is told "gone").
+            self.before_timing()
+            with self._turn:
+                self.started_ns = time.perf_counter_ns()
+        return calls
 
     def finish(self, side: Side, phase: Phase, times: list[float]) -> None:
         """A chunk's outputs arrived (the floor stays the side's until it asks again)."""

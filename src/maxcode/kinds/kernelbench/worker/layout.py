@@ -95,11 +95,15 @@ def shift_layout(pages: int, heap: int) -> None:
         libc.malloc(heap)
 
 
-def pin() -> None:
-    """Pin every thread to ``MAXCODE_CPU`` when the parent set it (runner ``pins_late``), once
-    torch is loaded. Code can undo a pin; the judge reads the CPU clocks (``_resources``)."""
+def pin(at: str = "torch") -> None:
+    """Pin every thread to ``MAXCODE_CPU`` when the parent set it, at the moment
+    ``MAXCODE_PIN_AT`` names: ``torch`` (the default: once torch is loaded, runner
+    ``pins_late``) or ``timing`` (at the first timed chunk, once the round holds the CPU's
+    turn: runner ``elsewhere``). Code can undo a pin; the judge reads the CPU clocks
+    (``_resources``)."""
     wanted = os.environ.get("MAXCODE_CPU")
-    if wanted is None:
+    if wanted is None or os.environ.get("MAXCODE_PIN_AT", "torch") != at:
         return
+    os.environ["MAXCODE_PIN_AT"] = "done"  # once
     for thread in os.listdir("/proc/self/task"):
         os.sched_setaffinity(int(thread), {int(wanted)})

@@ -11,7 +11,11 @@ Three figures, each measured both ways in this one run (on the CPU, through the 
   took; it added more while they scattered, up to 24) against rounds
   until the interval is within ``rounds.REPORTED_PRECISION``; its seconds, rounds, speedup;
 - **search**: an offline search (``--model rules``, two steps) of the problem as a user runs it,
-  its seconds and evaluations (the new way only: its proposer builds no extension).
+  its seconds and evaluations (the new way only: its proposer builds no extension);
+- **beside**: two reported evaluations of identical candidates (``BESIDE``) started together
+  in two processes, both timing on the last CPU: each round waiting for the CPU's turn before
+  its workers start (``MAXCODE_TURN=start``) against rounds that start up and check on another
+  CPU while the other's timed window runs; the pair's seconds and the scores.
 
 Each row gives the medians over ``--trials`` and the ratio old/new. Run it on an idle machine.
 
@@ -146,11 +150,61 @@ def searches(problem: str, trials: int) -> None:
     )
 
 
+BESIDE = ("4_Softmax", "2_SumReduction")
+"""The two problems evaluated at once by ``beside``."""
+
+
+def beside(trials: int) -> None:
+    """Two reported evaluations of identical candidates started together in two processes (as
+    two searches on one machine), both timing on the last CPU: rounds one after another (old:
+    ``MAXCODE_TURN=start``, each round waits for the CPU's turn before its workers start)
+    against rounds whose start-up and checks run on another CPU while the other times
+    (new). The pair's seconds, and what the identical candidates scored."""
+    with tempfile.TemporaryDirectory() as scratch:
+        pairs = []
+        for name in BESIDE:
+            task = REPO / "examples" / "kernelbench" / f"{name}.py"
+            candidate = Path(scratch) / f"{name}.py"
+            candidate.write_text(task.read_text() + "\n\nclass ModelNew(Model):\n    pass\n")
+            pairs.append([*MAXCODE, "eval", str(task), str(candidate), "--json"])
+        ways = {"old": {"MAXCODE_TURN": "start"}, "new": {}}
+        walls: dict[str, list[float]] = {way: [] for way in ways}
+        scores: dict[str, list[str]] = {way: [] for way in ways}
+        for _ in range(trials):
+            for way, setting in ways.items():
+                environment = {**os.environ, **setting}
+                started = time.perf_counter()
+                running = [
+                    subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=environment)
+                    for command in pairs
+                ]
+                outputs = [process.communicate()[0] for process in running]
+                walls[way].append(time.perf_counter() - started)
+                for output in outputs:
+                    result = json.loads(output)
+                    details = result.get("kernelbench") or {}
+                    scores[way].append(
+                        f"{result['speedup']:.3f} ({details.get('rounds', result.get('rounds'))}"
+                        " rounds"
+                        + (f", void: {result['suspect']}" if result.get("suspect") else "")
+                        + ")"
+                    )
+        for way in ways:
+            print(f"  {way}: identical candidates scored {', '.join(scores[way])}")
+        row(
+            "two reported evals at once",
+            walls["old"],
+            walls["new"],
+            "s",
+            f"({' and '.join(BESIDE)}, the pair's wall time)",
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problem", default="2_SumReduction")
     parser.add_argument("--trials", type=int, default=2)
-    parser.add_argument("--only", choices=["build", "reported", "search"])
+    parser.add_argument("--only", choices=["build", "reported", "search", "beside"])
     options = parser.parse_args()
     print(f"{'figure':<34} {'old':>9} {'new':>9} {'ratio':>8}")
     if options.only in (None, "build"):
@@ -159,6 +213,8 @@ def main() -> None:
         reported(options.problem, options.trials)
     if options.only in (None, "search"):
         searches(options.problem, options.trials)
+    if options.only in (None, "beside"):
+        beside(options.trials)
 
 
 if __name__ == "__main__":

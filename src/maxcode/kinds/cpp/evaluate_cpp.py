@@ -50,7 +50,14 @@ from maxcode.harness.runs import (
 )
 from maxcode.harness.sandbox import Limits, Run, Sandbox, SandboxResult, make_scratch
 from maxcode.harness.stats import SpeedupInterval, exact
-from maxcode.harness.turns import REPORTED, cpu_turn, timing_budget_s, timing_cpu, usable_cpus
+from maxcode.harness.turns import (
+    REPORTED,
+    CpuTurn,
+    cpu_turn,
+    timing_budget_s,
+    timing_cpu,
+    usable_cpus,
+)
 from maxcode.home import cache_dir
 from maxcode.tasks.model import Task, TestCase
 from maxcode.types import (
@@ -244,8 +251,11 @@ def evaluate_cpp(
     try:
         # A task whose budget is several CPUs is timed unpinned (reference and candidate alike).
         pin = (timing_cpu() if cpu is None else cpu) if task.cpus == 1 else None
-        runner = _Runner(sandbox, task, pin, base)
+        # The untimed correctness runs on one other CPU, not beside a window timed on ``pin``.
+        checks_on = min(CpuTurn(pin).elsewhere, default=pin)
+        runner = _Runner(sandbox, task, checks_on, base)
         outcomes = _correctness_round(runner, task, programs)
+        runner.cpu = pin
         passed = sum(outcome.status == "passed" for outcome in outcomes)
         if passed < len(task.tests):
             return _wrong(runner, outcomes, passed, candidate_build)

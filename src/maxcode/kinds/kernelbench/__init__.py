@@ -13,8 +13,10 @@ harness the candidate's code cannot reach. One evaluation, from its entry to its
    the parent until the worker may have them. ``runner`` writes the read-only job folder and
    runs the reference's and the candidate's sandboxed workers at once: each a run of the
    ``worker`` package (copied, no maxcode import; its docstring tells the worker's side), or on
-   a CPU over several rounds a fork of a zygote per side (``runner.Zygotes``). Both run on the
-   timing CPU, which the round holds alone through its timing window (``turns.cpu_turn``).
+   a CPU over several rounds a fork of a zygote per side (``runner.Zygotes``). Both time on
+   the timing CPU, which the round holds alone through its timing window (``turns.CpuTurn``):
+   taken at once when free (the workers start there), else awaited at the first timed chunk
+   while the workers start up and check on another CPU (``runner.WorkerRunner.elsewhere``).
 4. ``listener`` serves each worker's descriptor 3 (``Conversation``): seeds just in time,
    every message stamped by the parent's clock and the worker's CPU clock (``cpuclock``: read
    from ``/proc``). The messages are ``evidence``'s typed records; one out of order or

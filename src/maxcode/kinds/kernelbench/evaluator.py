@@ -256,11 +256,13 @@ def _run_both(
     parent's torch. The window opens once the parent's torch is imported (while the workers
     start up); its first chunk waits for the timing CPU's turn, unless the round took it at
     once, when nobody held it, and started its workers on that CPU (else they start on the
-    others and move to it then: ``turns.CpuTurn``). The reference's baselines follow the
-    pairs (``torch.compile`` when asked and not kept: ``no_compile_kept``)."""
+    others and move to it then: ``turns.CpuTurn``; ``MAXCODE_TURN=start``: it waits for the
+    turn before they start). The reference's baselines follow the pairs (``torch.compile``
+    when asked and not kept: ``no_compile_kept``)."""
     turn = CpuTurn(runner.cpu if runner.settings.device == "cpu" else None)
-    if not turn.now() and not turn.elsewhere:
-        turn.take()  # no other CPU to start on
+    # No other CPU to start on, or rounds one after another, to measure (``MAXCODE_TURN``).
+    if not turn.now() and (not turn.elsewhere or os.environ.get("MAXCODE_TURN") == "start"):
+        turn.take()
     if not turn.held:
         runner = replace(runner, elsewhere=turn.elsewhere)
     window.turns.before_timing = turn.take

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from maxcode.kinds.kernelbench.cpuclock import (
     HugePages,
     find_worker,
-    pinned,
     huge_pages,
     others_ns,
+    pinned,
     process_cpu_ns,
     running,
 )

@@ -260,11 +260,13 @@ def _run_both(
     turn before they start). The reference's baselines follow the pairs (``torch.compile``
     when asked and not kept: ``no_compile_kept``)."""
     turn = CpuTurn(runner.cpu if runner.settings.device == "cpu" else None)
+    # Forks start where their zygote lives, which it chose at its start.
+    elsewhere = turn.elsewhere if pair is None else pair.reference.runner.elsewhere
     # No other CPU to start on, or rounds one after another, to measure (``MAXCODE_TURN``).
-    if not turn.now() and (not turn.elsewhere or os.environ.get("MAXCODE_TURN") == "start"):
+    if not turn.now() and (not elsewhere or os.environ.get("MAXCODE_TURN") == "start"):
         turn.take()
     if not turn.held:
-        runner = replace(runner, elsewhere=turn.elsewhere)
+        runner = replace(runner, elsewhere=elsewhere)
     window.turns.before_timing = turn.take
     try:
         return _launch_both(

@@ -92,20 +92,25 @@ def cpu_turn(cpu: int | None) -> Iterator[None]:
     if cpu is None:
         yield
         return
-    with exclusive(TURNS / f"cpu-{cpu}.lock", f"CPU {cpu}'s turn"):
+    with exclusive(_cpu_lock(cpu), f"CPU {cpu}'s turn"):
         yield
+
+
+def _cpu_lock(cpu: int | None) -> Path:
+    """CPU ``cpu``'s turn, a lock file in ``TURNS``."""
+    return TURNS / f"cpu-{cpu}.lock"
 
 
 class CpuTurn:
     """CPU ``cpu``'s turn for one KernelBench round, held from when it is taken (``now`` while
     nobody holds it; ``take``, waiting, once the round's first timed chunk is due) until
-    ``release``. A round that did not get it at once starts its workers on ``elsewhere``, the
-    other CPUs, so its start-up and checks never run beside another round's timed window on
+    ``release``. A round that did not get it at once starts its workers on ``elsewhere``, one
+    other CPU, so its start-up and checks never run beside another round's timed window on
     this CPU (``cpu`` None: no turn, nothing is held)."""
 
     def __init__(self, cpu: int | None) -> None:
         self.cpu = cpu
-        self.path = TURNS / f"cpu-{cpu}.lock"
+        self.path = _cpu_lock(cpu)
         self._descriptor: int | None = None
         self._lock = threading.Lock()
 
@@ -118,7 +123,7 @@ class CpuTurn:
         if self.cpu is None:
             return frozenset()
         for other in usable_cpus():
-            if other != self.cpu and not _held(TURNS / f"cpu-{other}.lock"):
+            if other != self.cpu and not _held(_cpu_lock(other)):
                 return frozenset({other})
         return frozenset()
 

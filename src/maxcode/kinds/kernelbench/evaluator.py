@@ -7,11 +7,13 @@ its seconds went (``PHASES``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.resources
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -254,41 +256,9 @@ def _run_both(
 ) -> tuple[Ran, Ran, Any]:
     """Both workers at once, their conversations on ``window``; returns both runs and the
     parent's torch. The window opens once the parent's torch is imported (while the workers
-    start up); its first chunk waits for the timing CPU's turn, unless the round took it at
-    once, when nobody held it, and started its workers on that CPU (else they start on the
-    others and move to it then: ``turns.CpuTurn``; ``MAXCODE_TURN=start``: it waits for the
-    turn before they start). The reference's baselines follow the pairs (``torch.compile``
-    when asked and not kept: ``no_compile_kept``)."""
-    turn = CpuTurn(runner.cpu if runner.settings.device == "cpu" else None)
-    # Forks start where their zygote lives, which it chose at its start.
-    elsewhere = turn.elsewhere if pair is None else pair.reference.runner.elsewhere
-    # No other CPU to start on, or rounds one after another, to measure (``MAXCODE_TURN``).
-    if not turn.now() and (not elsewhere or os.environ.get("MAXCODE_TURN") == "start"):
-        turn.take()
-    if not turn.held:
-        runner = replace(runner, elsewhere=elsewhere)
-    window.turns.before_timing = turn.take
-    try:
-        return _launch_both(
-            window, runner, job, candidate, pair, torch, clock, no_compile_kept, turn.held
-        )
-    finally:
-        turn.release()
-
-
-def _launch_both(
-    window: Round,
-    runner: WorkerRunner,
-    job: Job,
-    candidate: str,
-    pair: Zygotes | None,
-    torch: Any,
-    clock: PhaseClock,
-    no_compile_kept: bool,
-    pin_now: bool,
-) -> tuple[Ran, Ran, Any]:
-    """``_run_both``'s launch of the two workers (``pin_now``: on the timing CPU, the round
-    holds its turn), and their runs."""
+    start up); its first chunk waits for the timing CPU's turn (``_timing_turn``). The
+    reference's baselines follow the pairs (``torch.compile`` when asked and not kept:
+    ``no_compile_kept``)."""
     task, settings = runner.task, runner.settings
     common = job.spec(task, settings)
     measure_compile = settings.compile_baseline and no_compile_kept
@@ -315,6 +285,7 @@ def _launch_both(
     with (
         sole_user(cache),
         device_turn(settings.device),
+        _timing_turn(window, runner, pair) as (runner, pin_now),
         ThreadPoolExecutor(2, thread_name_prefix="maxcode-kb") as pool,
     ):
         if settings.device == "cuda":
@@ -342,6 +313,28 @@ def _launch_both(
         finally:
             window.turns.open()
         return running[Side.REFERENCE].result(), running[Side.CANDIDATE].result(), torch
+
+
+@contextlib.contextmanager
+def _timing_turn(
+    window: Round, runner: WorkerRunner, pair: Zygotes | None
+) -> Iterator[tuple[WorkerRunner, bool]]:
+    """The round's hold on its timing CPU (``turns.CpuTurn``) for the block: taken at once when
+    nobody holds it, the workers then started on that CPU (``runner`` as given, True);
+    otherwise awaited when ``window``'s first timed chunk is due, the workers started on
+    another CPU meanwhile (``runner`` with ``elsewhere``, False). A round with no other CPU to
+    start on, or whose zygotes live on the timing CPU, waits for the turn here, as every round
+    does with ``MAXCODE_TURN=start`` (to measure)."""
+    turn = CpuTurn(runner.cpu if runner.settings.device == "cpu" else None)
+    # Forks start where their zygote lives, which it chose at its start.
+    elsewhere = turn.elsewhere if pair is None else pair.reference.runner.elsewhere
+    if not turn.now() and (not elsewhere or os.environ.get("MAXCODE_TURN") == "start"):
+        turn.take()
+    window.turns.before_timing = turn.take
+    try:
+        yield (runner if turn.held else replace(runner, elsewhere=elsewhere)), turn.held
+    finally:
+        turn.release()
 
 
 def _compile_baseline(

@@ -90,6 +90,8 @@ def _script(
             return reply
 
         size = 4 * output_values
+        send({"m": "loaded"})
+        answer()  # placed
         time.sleep(ready_s)
         send({"m": "ready", "estimate_s": 1e-6, "output_bytes": size, "input_bytes": 4})
         answer()  # the check seeds

@@ -275,3 +275,29 @@ def test_a_runs_cpu_time_and_wall_time_start_at_one_instant(sandbox: Sandbox) ->
     assert [result.exit_code for result in results] == [0] * len(runs)
     excess = sorted(result.cpu_s - result.wall_s for result in results)
     assert excess[len(excess) // 2] < 50e-6, excess
+
+
+def test_no_run_may_move_itself_to_another_cpu(sandbox: Sandbox, tmp_path: Path) -> None:
+    """Where a run's threads run is the parent's choice: a run pinned to one CPU (and one not
+    pinned) cannot change any thread's affinity, by any ABI the kernel serves; it reads it."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU here: nowhere else to go")
+    cpus = sorted(os.sched_getaffinity(0))
+    script = (
+        "import os, threading\n"
+        "refused = []\n"
+        "def move():\n"
+        "    try:\n"
+        f"        os.sched_setaffinity(0, {{{cpus[0]}}})\n"
+        "    except PermissionError:\n"
+        "        refused.append(1)\n"
+        "move()\n"
+        "helper = threading.Thread(target=move); helper.start(); helper.join()\n"
+        "print(len(refused), sorted(os.sched_getaffinity(0)))\n"
+    )
+    scratch = make_scratch()
+    (tmp_path / "scratch").symlink_to(scratch)
+    for pin, allowed in ((cpus[-1], [cpus[-1]]), (None, cpus)):
+        result = sandbox.run(["python3", "-c", script], scratch=scratch, cpu=pin)
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout.decode().strip().split(maxsplit=1) == ["2", str(allowed)]

@@ -8,7 +8,8 @@
  * process count, and the CPUs to pin every run to (a list such as 3 or 0,2); -1 leaves one
  * unset. They are applied to
  * each run's process (root ignores a process-count limit: the caller runs this as a uid of
- * the run's own).
+ * the run's own). No process of a run may change a CPU affinity (a seccomp filter: the
+ * parent may move a run's threads from outside, the run cannot).
  *
  * ISOLATE 1 gives every run, before its program starts, a state of its own: new user, ipc and
  * mount namespaces (System V and POSIX IPC objects, message queues and mounts die with the run),
@@ -53,6 +54,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -180,6 +185,43 @@ static void isolation_failed(const char *what, const char *path) {
     fprintf(stderr, "maxcode-init: cannot isolate the run (%s %s): %s\n", what, path ? path : "",
             strerror(errno));
     _exit(126);
+}
+
+/* The seccomp architecture of this build, the bit x32 system calls carry, and the number the
+ * 32-bit ABI a 64-bit kernel also serves (i386, arm) gives sched_setaffinity. */
+#if defined(__x86_64__)
+#define NATIVE_ARCH AUDIT_ARCH_X86_64
+#define NATIVE_MASK 0xBFFFFFFFu /* clears __X32_SYSCALL_BIT */
+#elif defined(__aarch64__)
+#define NATIVE_ARCH AUDIT_ARCH_AARCH64
+#define NATIVE_MASK 0xFFFFFFFFu
+#else
+#error "maxcode-init: no seccomp filter for this architecture"
+#endif
+#define COMPAT_SETAFFINITY 241
+
+/* In the run's child, before exec: no process of the run may change a thread's CPU affinity
+ * (sched_setaffinity fails with EPERM, whatever the ABI), so where it runs is the parent's to
+ * choose: the LIMITS pin now, or the parent from outside later. no_new_privs comes with it. */
+static void fix_cpus(void) {
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_ARCH, 0, 5),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_STMT(BPF_ALU | BPF_AND | BPF_K, NATIVE_MASK),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_sched_setaffinity, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        /* another ABI */
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, COMPAT_SETAFFINITY, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog program = {.len = sizeof code / sizeof code[0], .filter = code};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program, 0, 0) != 0)
+        isolation_failed("seccomp", "sched_setaffinity");
 }
 
 /* In the run's child, before exec: new user, ipc and mount namespaces; then the mounts. */
@@ -370,6 +412,7 @@ int main(int argc, char **argv) {
             set_limit(RLIMIT_FSIZE, limit_fsize, limit_fsize);
             set_limit(RLIMIT_CPU, limit_cpu, limit_cpu < 0 ? -1 : limit_cpu + 1);
             set_limit(RLIMIT_NPROC, limit_nproc, limit_nproc);
+            fix_cpus();
             setenv("HOME", dir, 1);
             setenv("TMPDIR", dir, 1);
             /* The instant both clocks start: this process's CPU time so far, then the time. */

@@ -73,8 +73,8 @@ RULES: dict[str, Rule] = {
         Rule(
             "cpu",
             "void",
-            "the candidate's process could run off the timing CPU while timed (its CPU "
-            "affinity changed; KernelBench)",
+            "a thread of the candidate's process could run off the timing CPU while timed "
+            "(the harness could not keep it there; KernelBench)",
         ),
         Rule(
             "memory",

@@ -17,6 +17,8 @@ harness the candidate's code cannot reach. One evaluation, from its entry to its
    the timing CPU, which the round holds alone through its timing window (``turns.CpuTurn``):
    taken at once when free (the workers start there), else awaited at the first timed chunk
    while the workers start up and check on another CPU (``runner.WorkerRunner.elsewhere``).
+   The parent moves each worker to the timing CPU before its first timed chunk (``cpuclock.pin``
+   from outside: no run may change its own CPUs, the sandbox's init forbids it).
 4. ``listener`` serves each worker's descriptor 3 (``Conversation``): seeds just in time,
    every message stamped by the parent's clock and the worker's CPU clock (``cpuclock``: read
    from ``/proc``). The messages are ``evidence``'s typed records; one out of order or

@@ -3,7 +3,8 @@ worker says of its own is trusted): the kernel's CPU clock per process, which do
 while another program holds the CPU, so work moved out of the timed calls shows with little of
 the load's noise. The worker is found in ``/proc`` below the run's ``maxcode-init``
 (``find_worker``); its other processes (``others_ns``), huge pages (``huge_pages``) and CPU
-affinity (``pinned``) too.
+affinity (``pinned``) too. The worker cannot change its own affinity (the sandbox's init
+forbids it), so the parent moves it to the timing CPU from outside (``pin``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,29 @@ def running(pid: int) -> bool:
     except OSError:
         return False
     return raw[raw.rfind(b")") + 2 : raw.rfind(b")") + 3] == b"R"
+
+
+def pin(pid: int, cpu: int, passes: int = 50) -> bool:
+    """Move every thread of process ``pid`` to CPU ``cpu`` alone; whether all were, once a
+    pass found no thread it had not moved (a thread started meanwhile inherits its starter's
+    affinity: the next pass finds it). False: a thread could not be moved, or ``pid`` is gone."""
+    moved: set[int] = set()
+    for _ in range(passes):
+        try:
+            threads = {int(thread) for thread in os.listdir(f"/proc/{pid}/task")}
+        except OSError:
+            return False
+        if threads <= moved:
+            return pinned(pid, cpu) is True
+        for thread in threads - moved:
+            try:
+                os.sched_setaffinity(thread, {cpu})
+            except ProcessLookupError:
+                pass  # it ended since it was listed
+            except OSError:
+                return False
+            moved.add(thread)
+    return False
 
 
 def pinned(pid: int, cpu: int) -> bool | None:

@@ -285,17 +285,18 @@ def _run_both(
     with (
         sole_user(cache),
         device_turn(settings.device),
-        _timing_turn(window, runner, pair) as (runner, pin_now),
+        _timing_turn(window, runner, pair) as (runner, home),
         ThreadPoolExecutor(2, thread_name_prefix="maxcode-kb") as pool,
     ):
         if settings.device == "cuda":
             clock.mark("queued")
         running = {}
         for side, (conversation, spec, folder, wall_s) in sides.items():
+            conversation.home = home
             if pair is not None:
                 forked = pair.side(side).run
                 layout = job.seeds.layout
-                running[side] = pool.submit(forked, spec, conversation, wall_s, layout, pin_now)
+                running[side] = pool.submit(forked, spec, conversation, wall_s, layout)
             else:
                 running[side] = pool.submit(
                     runner.run,
@@ -318,13 +319,15 @@ def _run_both(
 @contextlib.contextmanager
 def _timing_turn(
     window: Round, runner: WorkerRunner, pair: Zygotes | None
-) -> Iterator[tuple[WorkerRunner, bool]]:
-    """The round's hold on its timing CPU (``turns.CpuTurn``) for the block: taken at once when
-    nobody holds it, the workers then started on that CPU (``runner`` as given, True);
-    otherwise awaited when ``window``'s first timed chunk is due, the workers started on
-    another CPU meanwhile (``runner`` with ``elsewhere``, False). A round with no other CPU to
-    start on, or whose zygotes live on the timing CPU, waits for the turn here, as every round
-    does with ``MAXCODE_TURN=start`` (to measure)."""
+) -> Iterator[tuple[WorkerRunner, int | None]]:
+    """The round's hold on its timing CPU (``turns.CpuTurn``) for the block, with the runner and
+    the one CPU the workers do the task's work on until their timed chunks (listener
+    ``home``): taken at once when nobody holds it, that CPU (``runner`` as given); otherwise
+    awaited when ``window``'s first timed chunk is due, the workers started on another CPU
+    meanwhile (``runner`` with ``elsewhere``), that one. The parent moves each worker to the
+    timing CPU alone before its first timed chunk (listener ``_place``). A round with no other
+    CPU to start on, or whose zygotes live on the timing CPU, waits for the turn here, as every
+    round does with ``MAXCODE_TURN=start`` (to measure)."""
     turn = CpuTurn(runner.cpu if runner.settings.device == "cpu" else None)
     # Forks start where their zygote lives, which it chose at its start.
     elsewhere = turn.elsewhere if pair is None else pair.reference.runner.elsewhere
@@ -332,7 +335,10 @@ def _timing_turn(
         turn.take()
     window.turns.before_timing = turn.take
     try:
-        yield (runner if turn.held else replace(runner, elsewhere=elsewhere)), turn.held
+        if turn.held:
+            yield runner, turn.cpu
+        else:
+            yield replace(runner, elsewhere=elsewhere), min(elsewhere, default=None)
     finally:
         turn.release()
 

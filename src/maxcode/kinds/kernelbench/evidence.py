@@ -132,8 +132,15 @@ def first_line(error: Exception) -> str:
     return (str(error).splitlines() or [type(error).__name__])[0][:200]
 
 
+class Loaded(_Evidence):
+    """Torch is imported and nothing of the task yet (the first message): the parent moves the
+    worker to the one CPU it does the task's work on until its timed chunks."""
+
+    m: Literal["loaded"]
+
+
 class Ready(_Evidence):
-    """The model is built and warmed up (the first message)."""
+    """The model is built and warmed up (after ``loaded``)."""
 
     m: Literal["ready"]
     estimate_s: float = Field(ge=0, allow_inf_nan=False)
@@ -213,7 +220,7 @@ class Checked(_Evidence):
     files: int = Field(ge=0)
 
 
-AnyMessage = Ready | Next | Marker | End | Outputs | Checked
+AnyMessage = Loaded | Ready | Next | Marker | End | Outputs | Checked
 Message = Annotated[AnyMessage, Field(discriminator="m")]
 MESSAGE: TypeAdapter[AnyMessage] = TypeAdapter(Message)
 

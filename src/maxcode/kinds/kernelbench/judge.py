@@ -535,9 +535,9 @@ class Judge:
             if conversation.strayed:
                 self.verdict.flag(
                     "cpu",
-                    f"at the end of {conversation.strayed} timed chunk(s) the candidate's "
-                    "process could run on other CPUs than the timing CPU (it changed its CPU "
-                    "affinity; the reference's ran on the timing CPU alone)",
+                    f"at the end of {conversation.strayed} timed chunk(s) a thread of the "
+                    "candidate's process could run on other CPUs than the timing CPU (the "
+                    "reference's ran on the timing CPU alone)",
                 )
         others = conversation.others_s() if conversation else None
         if others is not None and others > OTHERS_SLACK_S:

@@ -23,6 +23,7 @@ from maxcode.kinds.kernelbench.cpuclock import (
     find_worker,
     huge_pages,
     others_ns,
+    pin,
     pinned,
     process_cpu_ns,
     running,
@@ -31,6 +32,7 @@ from maxcode.kinds.kernelbench.evidence import (
     AnyMessage,
     Checked,
     End,
+    Loaded,
     Marker,
     Next,
     Outputs,
@@ -187,6 +189,12 @@ class Conversation:
         """The timing CPU the worker's timed chunks must run on alone (None: not pinned)."""
         self.strayed = 0
         """Timed chunks at whose end a thread of the worker could run on another CPU."""
+        self.home: int | None = None
+        """The one CPU the worker does the task's work on until its first timed chunk, where
+        the parent moves it once torch is loaded (None: where it started): ``cpu`` when the
+        round holds the timing CPU's turn, else the CPU it waits on."""
+        self._loaded_once = False
+        self._placed = False
         self._ours, self._theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.ready_at: int | None = None
         self.chunks: dict[tuple[Phase, int], Chunk] = {}
@@ -294,7 +302,9 @@ class Conversation:
         now = time.perf_counter_ns()
         if isinstance(message, (Next, Marker)):
             now = self._settled(now)
-        if isinstance(message, Ready):
+        if isinstance(message, Loaded):
+            self._loaded()
+        elif isinstance(message, Ready):
             self._ready(message, now)
         elif self.ready_at is None:
             raise ValueError(f"{message.m!r} before ready")
@@ -307,14 +317,25 @@ class Conversation:
         else:
             self._in_chunk(message, now, stream)
 
+    def _loaded(self) -> None:
+        """Torch is loaded, nothing of the task yet: the worker is found, and moved to ``home``
+        (it cannot move itself: the sandbox's init forbids it)."""
+        if self._loaded_once or self.ready_at is not None:
+            raise ValueError("'loaded' out of order")
+        self._loaded_once = True
+        if self._root is not None:
+            self.processes = find_worker(self._root, self._forked)
+        home, processes = self.home, self.processes
+        if home is not None and processes is not None and not pin(processes[1], home):
+            raise ValueError(f"the worker's threads could not all be moved to CPU {home}")
+        self._send({"placed": True})
+
     def _ready(self, message: Ready, now: int) -> None:
         """The worker's model is warmed up: the reference's sizes the plan, and the check seeds
         go (the candidate's once the plan is sized)."""
-        if self.ready_at is not None:
-            raise ValueError("ready twice")
+        if self.ready_at is not None or not self._loaded_once:
+            raise ValueError("'ready' out of order")
         self.ready_at = now
-        if self._root is not None:
-            self.processes = find_worker(self._root, self._forked)
         turns = self.round.turns
         if self.side == Side.REFERENCE:
             self.round.plan.decide(
@@ -378,6 +399,8 @@ class Conversation:
         if pairs and self.side == Side.REFERENCE:
             # Both workers wait now: the pair before is compared and its outputs let go.
             self.round.kept.settle()
+        if calls and not self._placed:
+            self._place()
         self.waited_ns += time.perf_counter_ns() - asked
         self._waited_cpu(message.phase, asked_cpu)
         if not calls:
@@ -394,6 +417,16 @@ class Conversation:
         chunk = Chunk(calls=calls, first=first, host={"sent": sent}, cpu={"sent": cpu})
         self.chunks[(message.phase, message.chunk)] = chunk
         self._current = (message.phase, message.chunk, "begin")
+
+    def _place(self) -> None:
+        """Before the worker's first timed chunk, the round holding the timing CPU's turn: every
+        thread of the worker moved there (it may have started up elsewhere; it cannot move
+        itself, the sandbox's init forbids it)."""
+        self._placed = True
+        if self.cpu is None or self.processes is None:
+            return
+        if not pin(self.processes[1], self.cpu):
+            raise ValueError(f"the worker's threads could not all be moved to CPU {self.cpu}")
 
     def _phase_over(self, phase: Phase) -> None:
         if phase == Phase.PAIRS:

@@ -183,8 +183,9 @@ class WorkerRunner:
     """The precompiled torch headers the candidate's builds may use (``headers``)."""
     elsewhere: frozenset[int] = frozenset()
     """Where the workers start when the round waits for ``cpu``'s turn (``turns.CpuTurn``):
-    there until their first timed chunk, then pinned to ``cpu`` (worker ``layout.pin``);
-    empty: started as ``pins_late`` says, the turn held."""
+    there until their first timed chunk, when the parent moves them to ``cpu`` (listener
+    ``_place``: a worker cannot move itself); empty: started as ``pins_late`` says, the turn
+    held."""
 
     def run(
         self,
@@ -244,9 +245,10 @@ class WorkerRunner:
         )
 
     def pins_late(self) -> bool:
-        """Whether a worker pins itself to ``cpu`` once torch is loaded (worker ``layout.pin``)
-        rather than from its start: in one round on a CPU, so the two workers load torch on two
-        CPUs (``docs/measurements/kernelbench-notes.md``; ``MAXCODE_PIN=start``: not)."""
+        """Whether the workers start on ``cpu`` and one other free CPU, and are moved to ``cpu``
+        alone once torch is loaded (listener ``_loaded``), rather than start there: in one round
+        on a CPU, so the two workers load torch on two CPUs
+        (``docs/measurements/kernelbench-notes.md``; ``MAXCODE_PIN=start``: not)."""
         return (
             self.cpu is not None
             and self.settings.device == "cpu"
@@ -275,14 +277,12 @@ class WorkerRunner:
         if self.headers is not None:
             environment["CPATH"] = str(self.headers)
             seen.append(self.headers)
+        # Moved to ``cpu`` by the parent before their first timed chunk (listener ``_place``).
         where: Pin = self.cpu
         if self.elsewhere:
-            environment["MAXCODE_CPU"] = str(self.cpu)
-            environment["MAXCODE_PIN_AT"] = "timing"
             where = self.elsewhere
-        elif self.pins_late():
-            environment["MAXCODE_CPU"] = str(self.cpu)
-            where = None
+        elif self.cpu is not None and self.pins_late():
+            where = frozenset({self.cpu}) | CpuTurn(self.cpu).elsewhere
         return self.sandbox.run_batch(
             argv,
             [Run(workdir=workdir, aux_fd=aux)],
@@ -404,12 +404,11 @@ class Zygote:
         conversation: Conversation,
         wall_s: float,
         layout: int,
-        pin_now: bool = True,
     ) -> Ran:
         """One round's worker of this side: ``spec`` (the round's seeds), ``conversation`` on
-        its descriptor 3, killed after ``wall_s``, its layout shifted by ``layout``; pinned to
-        the timing CPU at once (``pin_now``: the round holds its turn) or at its first timed
-        chunk (a zygote started ``elsewhere``)."""
+        its descriptor 3, killed after ``wall_s``, its layout shifted by ``layout``; on the
+        zygote's CPU until the parent moves it to the timing CPU before its first timed chunk
+        (listener ``_place``)."""
         self.forked += 1
         name = f"{self.role}-{self.forked}"
         spec_path = self.runner.write_spec(self.role, spec, name)
@@ -421,7 +420,6 @@ class Zygote:
             "layout": layout,
             "wall_s": wall_s,
             "cpu_s": limits.cpu_rlimit,
-            "pin": self.runner.cpu if pin_now else None,
         }
         answer: dict[str, Any] | None = None
         try:
@@ -526,7 +524,7 @@ class Zygotes:
         job = Job.write(task, candidate)
         layout = Seeds.fresh().layout  # the evaluation's: the stack and torch's libraries
         # Off the timing CPU, where another evaluation may be timing: each round's forks are
-        # pinned to it once the round holds its turn.
+        # moved to it before their first timed chunk (listener ``_place``).
         elsewhere = CpuTurn(cpu).elsewhere
         runner = WorkerRunner(
             sandbox, task, settings, job.folder, paths, cpu, layout, headers, elsewhere

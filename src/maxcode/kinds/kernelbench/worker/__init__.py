@@ -10,7 +10,8 @@ Its modules, in the order a run passes through them:
 
 - ``__main__``: the entry point; lays the process out, then starts one run or a zygote.
 - ``layout``: address-space randomization off (one re-execution), the layout shifted by the
-  round's draw, no transparent huge pages, threads pinned to the timing CPU.
+  round's draw, no transparent huge pages. The worker never sets its CPUs (the sandbox's
+  init forbids it): the parent moves it to the timing CPU before its first timed chunk.
 - ``fork_server``: a side's zygote for an evaluation of several rounds (``--zygote``): imports
   torch once, forks the side's worker for each round and kills what the round left.
 - ``main``: one run: the spec read, the model loaded and built, the parent's requests answered

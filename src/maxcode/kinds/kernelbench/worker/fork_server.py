@@ -87,8 +87,8 @@ def _serve_round(order: dict[str, Any], fds: list[int], control: Any) -> dict[st
 
 def _forked_worker(order: dict[str, Any], conversation: int, control: Any) -> None:
     """The round's worker in the fork: its conversation as descriptor 3, a folder of its own,
-    pinned to the timing CPU when the order says so (else at its first timed chunk), the
-    round's layout shift; then ``main``."""
+    the round's layout shift; then ``main`` (on the zygote's CPU until the parent moves it
+    to the timing CPU for its timed chunks)."""
     try:
         import resource
         import signal
@@ -106,9 +106,6 @@ def _forked_worker(order: dict[str, Any], conversation: int, control: Any) -> No
             opened = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.dup2(opened, fd)
             os.close(opened)
-        if order.get("pin") is not None:  # the round holds the timing CPU's turn
-            os.environ.pop("MAXCODE_PIN_AT", None)
-            os.sched_setaffinity(0, {int(order["pin"])})
         os.environ["MAXCODE_LAYOUT_SEED"] = str(int(order["layout"]))
         _, pages, heap = layout_draw()
         shift_layout(pages, heap)

@@ -1,6 +1,7 @@
 """The worker's process laid out alike on both sides: address-space randomization off, the
-layout shifted by the round's draw, no transparent huge pages, threads pinned to the timing
-CPU. Stdlib only, and no import of its package's modules (a test loads it on its own)."""
+layout shifted by the round's draw, no transparent huge pages (the parent, not the worker,
+moves its threads to the timing CPU: the sandbox forbids a run to). Stdlib only, and no import
+of its package's modules (a test loads it on its own)."""
 
 from __future__ import annotations
 
@@ -93,17 +94,3 @@ def shift_layout(pages: int, heap: int) -> None:
         libc.mmap(None, pages * 4096, _PROT_NONE, flags, -1, 0)
     if heap:
         libc.malloc(heap)
-
-
-def pin(at: str = "torch") -> None:
-    """Pin every thread to ``MAXCODE_CPU`` when the parent set it, at the moment
-    ``MAXCODE_PIN_AT`` names: ``torch`` (the default: once torch is loaded, runner
-    ``pins_late``) or ``timing`` (at the first timed chunk, once the round holds the CPU's
-    turn: runner ``elsewhere``). Code can undo a pin; the judge reads the CPU clocks
-    (``_resources``)."""
-    wanted = os.environ.get("MAXCODE_CPU")
-    if wanted is None or os.environ.get("MAXCODE_PIN_AT", "torch") != at:
-        return
-    os.environ["MAXCODE_PIN_AT"] = "done"  # once
-    for thread in os.listdir("/proc/self/task"):
-        os.sched_setaffinity(int(thread), {int(wanted)})

@@ -14,7 +14,6 @@ from typing import Any
 from .conversation import Channel, Failure, TensorParcel, perf_counter, staging
 from .extensions import compile_check, header_fallback, light_cuda_builds, load_module
 from .launches import LaunchCounter
-from .layout import pin
 from .probes import forward_profile, forward_under_nvtx, roofline
 from .protocol import Phase, WorkerSpec
 from .timing import Timing, reserve
@@ -74,8 +73,13 @@ def _run(spec: WorkerSpec, result: dict[str, Any]) -> None:
     launches = LaunchCounter.install(spec) if triton else None
     import torch
 
-    pin()
     stages.done("torch")
+    channel = None
+    if spec.role in ("reference", "candidate"):
+        # Before anything of the task loads, the parent moves this process to the one CPU its
+        # work runs on (it cannot move itself: the sandbox forbids it).
+        channel = Channel()
+        channel.ask({"m": "loaded"})
     calls = _Calls(torch, spec.device)
     problem = _load_problem(spec)
     if spec.role == "reference":
@@ -92,7 +96,7 @@ def _run(spec: WorkerSpec, result: dict[str, Any]) -> None:
         return
     with torch.no_grad():
         stages.done("model")
-        _Session(spec, result, stages, calls, launches).run(model)
+        _Session(spec, result, stages, calls, launches, channel or Channel()).run(model)
 
 
 def _load_problem(spec: WorkerSpec) -> Any:
@@ -157,10 +161,11 @@ class _Session:
         stages: _Stages,
         calls: _Calls,
         launches: LaunchCounter | None,
+        channel: Channel,
     ) -> None:
         self.spec, self.result, self.stages, self.calls = spec, result, stages, calls
         self.launches = launches
-        self.channel = Channel()
+        self.channel = channel
         self.staged = staging(calls.torch, calls.device)
         timed_outputs = lambda out: calls.flat(out, "timed call")  # noqa: E731
         self.timing = Timing(

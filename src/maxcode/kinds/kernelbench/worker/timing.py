@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Any
 
 from .conversation import Channel, TensorParcel, perf_counter
-from .layout import pin
 from .protocol import WorkerSpec
 
 _ALIGNMENT_SLACK = 16 << 20
@@ -158,7 +157,6 @@ class Timing:
             seeds = [int(seed) for seed in answer["seeds"]]
             if not seeds:
                 return samples
-            pin("timing")  # granted: the round holds the timing CPU's turn (once is enough)
             # Inputs made before the begin marker: the host time between the markers is the calls'.
             pad = None
             if not self.cuda:

@@ -336,6 +336,8 @@ class Conversation:
         if self.ready_at is not None or not self._loaded_once:
             raise ValueError("'ready' out of order")
         self.ready_at = now
+        if self.processes is None and self._root is not None:
+            self.processes = find_worker(self._root, self._forked)
         turns = self.round.turns
         if self.side == Side.REFERENCE:
             self.round.plan.decide(

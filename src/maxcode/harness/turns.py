@@ -86,16 +86,6 @@ def _open_lock(path: Path, what: str) -> int:
     return descriptor
 
 
-@contextlib.contextmanager
-def cpu_turn(cpu: int | None) -> Iterator[None]:
-    """CPU ``cpu`` alone for a timed window (None: the window is not pinned, nothing)."""
-    if cpu is None:
-        yield
-        return
-    with exclusive(_cpu_lock(cpu), f"CPU {cpu}'s turn"):
-        yield
-
-
 def _cpu_lock(cpu: int | None) -> Path:
     """CPU ``cpu``'s turn, a lock file in ``TURNS``."""
     return TURNS / f"cpu-{cpu}.lock"
@@ -160,6 +150,17 @@ class CpuTurn:
             if self._descriptor is not None:
                 os.close(self._descriptor)  # closing lets the lock go
                 self._descriptor = None
+
+
+@contextlib.contextmanager
+def cpu_turn(cpu: int | None) -> Iterator[None]:
+    """CPU ``cpu`` alone for a timed window (None: the window is not pinned, nothing)."""
+    turn = CpuTurn(cpu)
+    turn.take()
+    try:
+        yield
+    finally:
+        turn.release()
 
 
 @contextlib.contextmanager

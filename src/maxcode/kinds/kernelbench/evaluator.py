@@ -285,7 +285,7 @@ def _run_both(
     with (
         sole_user(cache),
         device_turn(settings.device),
-        _timing_turn(window, runner, pair) as (runner, home),
+        _timing_turn(window, runner, pair, cpu) as (runner, home),
         ThreadPoolExecutor(2, thread_name_prefix="maxcode-kb") as pool,
     ):
         if settings.device == "cuda":
@@ -295,8 +295,7 @@ def _run_both(
             conversation.home = home
             if pair is not None:
                 forked = pair.side(side).run
-                layout = job.seeds.layout
-                running[side] = pool.submit(forked, spec, conversation, wall_s, layout)
+                running[side] = pool.submit(forked, spec, conversation, wall_s, job.seeds.layout)
             else:
                 running[side] = pool.submit(
                     runner.run,
@@ -318,17 +317,17 @@ def _run_both(
 
 @contextlib.contextmanager
 def _timing_turn(
-    window: Round, runner: WorkerRunner, pair: Zygotes | None
+    window: Round, runner: WorkerRunner, pair: Zygotes | None, cpu: int | None
 ) -> Iterator[tuple[WorkerRunner, int | None]]:
-    """The round's hold on its timing CPU (``turns.CpuTurn``) for the block, with the runner and
+    """The round's hold on timing CPU ``cpu`` (``turns.CpuTurn``) for the block, with the runner and
     the one CPU the workers do the task's work on until their timed chunks (listener
     ``home``): taken at once when nobody holds it, that CPU (``runner`` as given); otherwise
     awaited when ``window``'s first timed chunk is due, the workers started on another CPU
     meanwhile (``runner`` with ``elsewhere``), that one. The parent moves each worker to the
-    timing CPU alone before its first timed chunk (listener ``_place``). A round with no other
+    timing CPU alone before its first timed chunk (listener ``_move_to``). A round with no other
     CPU to start on, or whose zygotes live on the timing CPU, waits for the turn here, as every
     round does with ``MAXCODE_TURN=start`` (to measure)."""
-    turn = CpuTurn(runner.cpu if runner.settings.device == "cpu" else None)
+    turn = CpuTurn(cpu)
     # Forks start where their zygote lives, which it chose at its start.
     elsewhere = turn.elsewhere if pair is None else pair.reference.runner.elsewhere
     if not turn.now() and (not elsewhere or os.environ.get("MAXCODE_TURN") == "start"):

@@ -194,7 +194,6 @@ class Conversation:
         the parent moves it once torch is loaded (None: where it started): ``cpu`` when the
         round holds the timing CPU's turn, else the CPU it waits on."""
         self._loaded_once = False
-        self._placed = False
         self._ours, self._theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.ready_at: int | None = None
         self.chunks: dict[tuple[Phase, int], Chunk] = {}
@@ -325,9 +324,7 @@ class Conversation:
         self._loaded_once = True
         if self._root is not None:
             self.processes = find_worker(self._root, self._forked)
-        home, processes = self.home, self.processes
-        if home is not None and processes is not None and not pin(processes[1], home):
-            raise ValueError(f"the worker's threads could not all be moved to CPU {home}")
+        self._move_to(self.home)
         self._send({"placed": True})
 
     def _ready(self, message: Ready, now: int) -> None:
@@ -401,8 +398,9 @@ class Conversation:
         if pairs and self.side == Side.REFERENCE:
             # Both workers wait now: the pair before is compared and its outputs let go.
             self.round.kept.settle()
-        if calls and not self._placed:
-            self._place()
+        if calls and not self.chunks:
+            # Its first timed chunk, the round holding the timing CPU's turn.
+            self._move_to(self.cpu)
         self.waited_ns += time.perf_counter_ns() - asked
         self._waited_cpu(message.phase, asked_cpu)
         if not calls:
@@ -420,15 +418,11 @@ class Conversation:
         self.chunks[(message.phase, message.chunk)] = chunk
         self._current = (message.phase, message.chunk, "begin")
 
-    def _place(self) -> None:
-        """Before the worker's first timed chunk, the round holding the timing CPU's turn: every
-        thread of the worker moved there (it may have started up elsewhere; it cannot move
-        itself, the sandbox's init forbids it)."""
-        self._placed = True
-        if self.cpu is None or self.processes is None:
-            return
-        if not pin(self.processes[1], self.cpu):
-            raise ValueError(f"the worker's threads could not all be moved to CPU {self.cpu}")
+    def _move_to(self, cpu: int | None) -> None:
+        """Every thread of the worker moved to ``cpu`` (None: left where it is); it cannot move
+        itself, the sandbox's init forbids it."""
+        if cpu is not None and self.processes is not None and not pin(self.processes[1], cpu):
+            raise ValueError(f"the worker's threads could not all be moved to CPU {cpu}")
 
     def _phase_over(self, phase: Phase) -> None:
         if phase == Phase.PAIRS:

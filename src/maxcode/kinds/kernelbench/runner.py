@@ -184,7 +184,7 @@ class WorkerRunner:
     elsewhere: frozenset[int] = frozenset()
     """Where the workers start when the round waits for ``cpu``'s turn (``turns.CpuTurn``):
     there until their first timed chunk, when the parent moves them to ``cpu`` (listener
-    ``_place``: a worker cannot move itself); empty: started as ``pins_late`` says, the turn
+    ``_move_to``: a worker cannot move itself); empty: started as ``pins_late`` says, the turn
     held."""
 
     def run(
@@ -277,7 +277,7 @@ class WorkerRunner:
         if self.headers is not None:
             environment["CPATH"] = str(self.headers)
             seen.append(self.headers)
-        # Moved to ``cpu`` by the parent before their first timed chunk (listener ``_place``).
+        # Moved to ``cpu`` by the parent before their first timed chunk (listener ``_move_to``).
         where: Pin = self.cpu
         if self.elsewhere:
             where = self.elsewhere
@@ -398,17 +398,11 @@ class Zygote:
         if self._theirs.fileno() != -1:
             self._theirs.close()
 
-    def run(
-        self,
-        spec: WorkerSpec,
-        conversation: Conversation,
-        wall_s: float,
-        layout: int,
-    ) -> Ran:
+    def run(self, spec: WorkerSpec, conversation: Conversation, wall_s: float, layout: int) -> Ran:
         """One round's worker of this side: ``spec`` (the round's seeds), ``conversation`` on
         its descriptor 3, killed after ``wall_s``, its layout shifted by ``layout``; on the
         zygote's CPU until the parent moves it to the timing CPU before its first timed chunk
-        (listener ``_place``)."""
+        (listener ``_move_to``)."""
         self.forked += 1
         name = f"{self.role}-{self.forked}"
         spec_path = self.runner.write_spec(self.role, spec, name)
@@ -524,7 +518,7 @@ class Zygotes:
         job = Job.write(task, candidate)
         layout = Seeds.fresh().layout  # the evaluation's: the stack and torch's libraries
         # Off the timing CPU, where another evaluation may be timing: each round's forks are
-        # moved to it before their first timed chunk (listener ``_place``).
+        # moved to it before their first timed chunk (listener ``_move_to``).
         elsewhere = CpuTurn(cpu).elsewhere
         runner = WorkerRunner(
             sandbox, task, settings, job.folder, paths, cpu, layout, headers, elsewhere
